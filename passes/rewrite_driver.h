@@ -1,0 +1,47 @@
+// rewrite_driver.h — applies a RuleSet to a graph until nothing changes (or a round bound).
+//
+// Legality is the driver's job, not each rule's: a match is rewritten only when every matched
+// node lives in the anchor's block, no matched node mutates anything or has side effects, and —
+// when the graph contains any mutation at all — no matched node reads or produces a value that
+// something writes to (LibTorch's AliasDb). Replacement values must keep the replaced value's
+// type. Dead code is removed after every round.
+//
+//   RewriteStats stats;
+//   bool changed = ApplyRules(graph, *rules, options, &stats);
+#ifndef SENTIER_PASSES_REWRITE_DRIVER_H_
+#define SENTIER_PASSES_REWRITE_DRIVER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "passes/rule_set.h"
+#include "passes/shape_facts.h"
+
+namespace torch {
+namespace jit {
+struct Graph;
+}  // namespace jit
+}  // namespace torch
+
+namespace sentier {
+
+struct RewriteOptions {
+  int max_rounds = 16;                 // rounds of "try every rule at every anchor"
+  const ShapeFacts* facts = nullptr;   // optional; rules that need sizes fail without them
+};
+
+struct RewriteStats {
+  std::map<std::string, int64_t> applications;  // rule name -> times applied
+  std::map<std::string, int64_t> rejected;      // rule name -> matches refused by legality
+  int rounds = 0;
+  bool hit_round_limit = false;
+};
+
+// ApplyRules: rewrites `graph` in place; returns whether it changed.
+bool ApplyRules(const std::shared_ptr<torch::jit::Graph>& graph, const RuleSet& rules,
+                const RewriteOptions& options, RewriteStats* stats);
+
+}  // namespace sentier
+
+#endif  // SENTIER_PASSES_REWRITE_DRIVER_H_

@@ -1,0 +1,143 @@
+// rule_ast.h — the syntax tree of Sentier's text rule language.
+//
+// A rule file is parsed by RuleParser (rule_parser.h) into these plain structs. They carry no
+// LibTorch types: compilation against the operator registry happens in RuleSet (rule_set.h).
+// The language itself is documented for users in patterns/README.md.
+//
+// Example:
+//   rule cat_of_all_split_pieces
+//     family vertical
+//     description cat of every piece of a split, in order, on the split dim is the split input
+//     match
+//       %parts = aten::split_with_sizes(%x, $sizes, $d)
+//       %p... = prim::ListUnpack(%parts)
+//       %l = prim::ListConstruct(%p...)
+//       %y = aten::cat(%l, $d)
+//     rewrite
+//       replace %y with %x
+//   end
+#ifndef SENTIER_PASSES_RULE_AST_H_
+#define SENTIER_PASSES_RULE_AST_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sentier {
+
+// SourceLoc: where something was written, for `file:line:col: message` errors.
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  int col = 0;
+  std::string ToString() const {
+    return file + ":" + std::to_string(line) + ":" + std::to_string(col);
+  }
+};
+
+// Expr: an expression in a `where` constraint or a rewrite argument.
+struct Expr {
+  enum class Kind {
+    kInt,       // 3
+    kFloat,     // 1.5
+    kBool,      // true / false
+    kNone,      // None
+    kString,    // "aten::squeeze"
+    kConstRef,  // $name or $name...
+    kValueRef,  // %name or %name...
+    kCall,      // name(args...)
+    kList,      // [a, b, c...]
+    kBinary,    // a + b, a == b, a and b, ...
+    kUnary,     // -a, not a
+    kIndex,     // a[i]
+  };
+  Kind kind = Kind::kNone;
+  int64_t int_value = 0;
+  double float_value = 0.0;
+  bool bool_value = false;
+  std::string text;       // name, string literal, or operator ("+", "==", "and", ...)
+  bool variadic = false;  // for refs: written with a trailing "..."
+  std::vector<std::shared_ptr<const Expr>> args;
+  SourceLoc loc;
+};
+using ExprPtr = std::shared_ptr<const Expr>;
+
+// PatternArg: one input of a pattern node.
+struct PatternArg {
+  enum class Kind {
+    kValue,     // %x   (binds, or must equal the value already bound to x)
+    kConst,     // $c   (the input must be a prim::Constant; binds its value)
+    kLiteral,   // 1, [1, 2], None, true: the input must be a constant equal to this
+    kWildcard,  // _    (anything)
+  };
+  Kind kind = Kind::kWildcard;
+  std::string name;
+  bool variadic = false;  // %xs... or _... : matches all remaining inputs
+  ExprPtr literal;
+  SourceLoc loc;
+};
+
+// PatternOutput: one output of a pattern node.
+struct PatternOutput {
+  std::string name;       // empty for `_`
+  bool variadic = false;  // %ps... : all outputs of the node
+  SourceLoc loc;
+};
+
+// PatternNode: `%outs = op(args) [@ $k]`.
+struct PatternNode {
+  std::vector<PatternOutput> outputs;
+  std::string op;  // a literal op name (aten::cat) or an RE2 alternative (aten::(relu|tanh))
+  SourceLoc op_loc;
+  std::vector<PatternArg> args;
+  // With `@ $k` the node may have any number of outputs; outputs[0] is output number $k.
+  std::string output_index;
+  SourceLoc loc;
+};
+
+// ForeachPattern: `foreach %e[, %n, $k...] in %seq...:` followed by indented pattern lines.
+// Every element of %seq must match the nested pattern; names listed in the header are bound per
+// element and become sequences (`%n...`, `$k...`) after the block; all other names are shared and
+// must bind to the same thing for every element.
+struct ForeachPattern {
+  std::string element;             // the name each element is bound to inside the block
+  std::string sequence;            // the variadic capture it iterates over
+  std::vector<std::string> per_element;  // names ("%n", "$k") collected per element
+  std::vector<PatternNode> nodes;
+  SourceLoc loc;
+};
+
+// RewriteStmt: one line of a rewrite section.
+struct RewriteStmt {
+  enum class Kind {
+    kInsert,   // %out = aten::op(args)          (inserted before the anchor)
+    kUnpack,   // %outs... = unpack(list_expr, count_expr)
+    kReplace,  // replace A with B                (A, B: value or value sequence)
+    kCall,     // call builtin(args)               (a named builtin transform)
+  };
+  Kind kind = Kind::kInsert;
+  std::string output;  // kInsert/kUnpack: the name defined (without %)
+  std::string op;      // kInsert: the operator; kCall: the builtin's name
+  std::vector<ExprPtr> args;
+  ExprPtr from;  // kReplace
+  ExprPtr to;    // kReplace
+  SourceLoc loc;
+};
+
+// Rule: one parsed rule.
+struct Rule {
+  std::string name;
+  std::string family;
+  std::string description;
+  SourceLoc loc;
+  std::vector<PatternNode> match;     // in written order; the last one is the anchor
+  std::vector<ForeachPattern> foreach;
+  std::vector<ExprPtr> where;
+  std::vector<RewriteStmt> rewrite;
+  std::string normalized_text;  // whitespace- and comment-normalized text, for fingerprints
+};
+
+}  // namespace sentier
+
+#endif  // SENTIER_PASSES_RULE_AST_H_

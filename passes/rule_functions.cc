@@ -1,0 +1,493 @@
+// rule_functions.cc — the named functions (for `where` lines and rewrite arguments) and the
+// named builtin transforms (for `call`) of the rule language.
+//
+// Functions are pure: they read bindings, the graph and shape facts, and never edit the graph.
+// A function that cannot answer (a size that is not known, a value with several uses where one
+// is required) returns an error, and the constraint that called it does not hold.
+// Builtins edit the graph for rewrites that reshape a node's sections or list in place; each one
+// checks everything it relies on before its first edit and returns false, unchanged, otherwise.
+#include <numeric>
+
+#include <torch/csrc/jit/ir/constants.h>
+
+#include "absl/strings/str_cat.h"
+#include "passes/internal/rule_eval.h"
+#include "passes/shape_facts.h"
+#include "re2/re2.h"
+
+namespace sentier {
+namespace internal {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::WithInsertPoint;
+
+absl::Status Err(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+absl::StatusOr<std::vector<Value*>> ValuesOf(const Datum& d) {
+  if (d.kind == Datum::Kind::kValue) return std::vector<Value*>{d.value};
+  if (d.kind == Datum::Kind::kValueSeq) return d.values;
+  return Err(absl::StrCat("expected graph values, got ", d.DebugString()));
+}
+
+absl::StatusOr<int64_t> IntOf(const Datum& d) {
+  if (d.kind != Datum::Kind::kInt) return Err(absl::StrCat("expected an int, got ", d.DebugString()));
+  return d.i;
+}
+
+absl::StatusOr<std::vector<int64_t>> IntsOf(const Datum& d) {
+  if (d.kind != Datum::Kind::kList) return Err(absl::StrCat("expected an int list, got ", d.DebugString()));
+  std::vector<int64_t> out;
+  for (const Datum& x : d.list) {
+    if (x.kind != Datum::Kind::kInt) return Err("expected an int list");
+    out.push_back(x.i);
+  }
+  return out;
+}
+
+// Elements of a list or a value sequence, as Datums.
+absl::StatusOr<std::vector<Datum>> ItemsOf(const Datum& d) {
+  if (d.kind == Datum::Kind::kList) return d.list;
+  if (d.kind == Datum::Kind::kValueSeq) {
+    std::vector<Datum> out;
+    for (Value* v : d.values) out.push_back(Datum::Val(v));
+    return out;
+  }
+  return Err(absl::StrCat("expected a list or a sequence, got ", d.DebugString()));
+}
+
+Datum Rebuild(const Datum& like, std::vector<Datum> items) {
+  if (like.kind == Datum::Kind::kValueSeq) {
+    std::vector<Value*> vs;
+    for (const Datum& d : items) vs.push_back(d.value);
+    return Datum::Seq(std::move(vs));
+  }
+  return Datum::List(std::move(items));
+}
+
+// The single user of `v`, or an error.
+absl::StatusOr<Node*> SingleUser(Value* v) {
+  if (v->uses().size() != 1) {
+    return Err(absl::StrCat("%", v->debugName(), " has ", v->uses().size(), " uses, not 1"));
+  }
+  return v->uses()[0].user;
+}
+
+bool IsSplitWithSizes(const Node* n) {
+  static const c10::Symbol kSplitWithSizes = c10::Symbol::fromQualString("aten::split_with_sizes");
+  return n->kind() == kSplitWithSizes;
+}
+
+#define ASSIGN_OR_RETURN_ERR(lhs, expr) \
+  auto lhs##_or = (expr);               \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = std::move(*lhs##_or)
+
+absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
+  absl::flat_hash_map<std::string, FunctionSpec> f;
+  f["len"] = {1, 1, "len(x): number of elements of a list or sequence", [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
+                return Datum::Int(static_cast<int64_t>(items.size()));
+              }};
+  f["all_equal"] = {1, 2, "all_equal(list[, x]): every element equal (to x when given)",
+                    [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                      ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
+                      for (size_t k = 0; k < items.size(); ++k) {
+                        const Datum& ref = a.size() == 2 ? a[1] : items[0];
+                        if (!items[k].Equal(ref)) return Datum::Bool(false);
+                      }
+                      return Datum::Bool(true);
+                    }};
+  f["iota"] = {1, 1, "iota(list): the list is exactly [0, 1, ..., n-1]",
+               [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                 ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                 for (size_t k = 0; k < xs.size(); ++k) {
+                   if (xs[k] != static_cast<int64_t>(k)) return Datum::Bool(false);
+                 }
+                 return Datum::Bool(!xs.empty());
+               }};
+  f["consecutive"] = {1, 1, "consecutive(list): each int is the previous plus one",
+                      [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                        ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                        for (size_t k = 1; k < xs.size(); ++k) {
+                          if (xs[k] != xs[k - 1] + 1) return Datum::Bool(false);
+                        }
+                        return Datum::Bool(!xs.empty());
+                      }};
+  f["sum"] = {1, 1, "sum(list): sum of ints", [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                return Datum::Int(std::accumulate(xs.begin(), xs.end(), int64_t{0}));
+              }};
+  f["min"] = {1, 1, "min(list): smallest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                if (xs.empty()) return Err("min of an empty list");
+                return Datum::Int(*std::min_element(xs.begin(), xs.end()));
+              }};
+  f["max"] = {1, 1, "max(list): largest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                if (xs.empty()) return Err("max of an empty list");
+                return Datum::Int(*std::max_element(xs.begin(), xs.end()));
+              }};
+  f["slice"] = {3, 3, "slice(x, a, b): elements a..b-1 of a list or sequence (clamped)",
+                [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                  ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
+                  ASSIGN_OR_RETURN_ERR(lo, IntOf(a[1]));
+                  ASSIGN_OR_RETURN_ERR(hi, IntOf(a[2]));
+                  int64_t n = static_cast<int64_t>(items.size());
+                  lo = std::max<int64_t>(0, std::min(lo, n));
+                  hi = std::max<int64_t>(lo, std::min(hi, n));
+                  return Rebuild(a[0], std::vector<Datum>(items.begin() + lo, items.begin() + hi));
+                }};
+  f["remove"] = {2, 2, "remove(x, i): the list or sequence without element i",
+                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                   ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
+                   ASSIGN_OR_RETURN_ERR(i, IntOf(a[1]));
+                   if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("remove: index out of range");
+                   items.erase(items.begin() + i);
+                   return Rebuild(a[0], std::move(items));
+                 }};
+  f["splice"] = {3, 3, "splice(list, i, other): the list with element i replaced by the elements of other",
+                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                   ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
+                   ASSIGN_OR_RETURN_ERR(i, IntOf(a[1]));
+                   ASSIGN_OR_RETURN_ERR(other, ItemsOf(a[2]));
+                   if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("splice: index out of range");
+                   items.erase(items.begin() + i);
+                   items.insert(items.begin() + i, other.begin(), other.end());
+                   return Rebuild(a[0], std::move(items));
+                 }};
+  f["single_use"] = {1, 1, "single_use(v or vs...): every value has exactly one use",
+                     [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                       ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                       for (Value* v : vs) {
+                         if (v->uses().size() != 1) return Datum::Bool(false);
+                       }
+                       return Datum::Bool(true);
+                     }};
+  f["outputs"] = {1, 1, "outputs(%v): every output of the node that produces %v, in order",
+                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                    ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                    if (vs.size() != 1) return Err("outputs() takes one value");
+                    auto outs = vs[0]->node()->outputs();
+                    return Datum::Seq(std::vector<Value*>(outs.begin(), outs.end()));
+                  }};
+  f["users_are"] = {3, 3,
+                    "users_are(vs..., \"op-regex\", n): each value has exactly one use, as input 0 "
+                    "of a node of that kind with n inputs",
+                    [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                      ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                      if (a[1].kind != Datum::Kind::kString) return Err("users_are: op must be a string");
+                      ASSIGN_OR_RETURN_ERR(n, IntOf(a[2]));
+                      RE2 re(a[1].s);
+                      if (!re.ok()) return Err(absl::StrCat("users_are: bad regex: ", re.error()));
+                      for (Value* v : vs) {
+                        if (v->uses().size() != 1) return Datum::Bool(false);
+                        const torch::jit::Use& u = v->uses()[0];
+                        if (u.offset != 0 || !RE2::FullMatch(u.user->kind().toQualString(), re) ||
+                            static_cast<int64_t>(u.user->inputs().size()) != n) {
+                          return Datum::Bool(false);
+                        }
+                      }
+                      return Datum::Bool(true);
+                    }};
+  f["user_outputs"] = {1, 1, "user_outputs(vs...): the first output of each value's single user",
+                       [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                         ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                         std::vector<Value*> out;
+                         for (Value* v : vs) {
+                           ASSIGN_OR_RETURN_ERR(user, SingleUser(v));
+                           if (user->outputs().empty()) return Err("user has no output");
+                           out.push_back(user->output(0));
+                         }
+                         return Datum::Seq(std::move(out));
+                       }};
+  f["user_const_input"] = {2, 2,
+                           "user_const_input(vs..., i): constant input i of each value's single user",
+                           [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                             ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                             ASSIGN_OR_RETURN_ERR(i, IntOf(a[1]));
+                             std::vector<Datum> out;
+                             for (Value* v : vs) {
+                               ASSIGN_OR_RETURN_ERR(user, SingleUser(v));
+                               if (i < 0 || i >= static_cast<int64_t>(user->inputs().size())) {
+                                 return Err("user_const_input: index out of range");
+                               }
+                               c10::optional<Datum> d = DatumFromConstant(user->input(i));
+                               if (!d) return Err("user_const_input: input is not a constant");
+                               out.push_back(*d);
+                             }
+                             return Datum::List(std::move(out));
+                           }};
+  f["rank"] = {1, 1, "rank(%v): number of dims of a tensor value (needs a typed IR or sample inputs)",
+               [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                 ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                 if (vs.size() != 1) return Err("rank() takes one value");
+                 c10::optional<int64_t> r = StaticRank(vs[0], ctx.facts);
+                 if (!r) return Err("rank not known");
+                 return Datum::Int(*r);
+               }};
+  f["size"] = {2, 2, "size(%v, d): static size of dim d (never a dynamic dim such as the batch)",
+               [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                 ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                 ASSIGN_OR_RETURN_ERR(d, IntOf(a[1]));
+                 if (vs.size() != 1) return Err("size() takes one value");
+                 c10::optional<int64_t> s = StaticSize(vs[0], d, ctx.facts);
+                 if (!s) return Err("size not known");
+                 return Datum::Int(*s);
+               }};
+  f["spliced_cat_inputs"] = {
+      2, 2,
+      "spliced_cat_inputs(vs..., d): vs with every single-use aten::cat(list, d) element "
+      "replaced by that cat's inputs",
+      [](auto& a, auto&) -> absl::StatusOr<Datum> {
+        ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+        ASSIGN_OR_RETURN_ERR(d, IntOf(a[1]));
+        std::vector<Value*> out;
+        for (Value* v : vs) {
+          Node* n = v->node();
+          bool splice = n->kind() == c10::aten::cat && v->uses().size() == 1 &&
+                        n->inputs().size() == 2 &&
+                        n->input(0)->node()->kind() == c10::prim::ListConstruct &&
+                        n->input(0)->uses().size() == 1;
+          if (splice) {
+            c10::optional<Datum> dim = DatumFromConstant(n->input(1));
+            splice = dim && dim->kind == Datum::Kind::kInt && dim->i == d;
+          }
+          if (splice) {
+            for (Value* in : n->input(0)->node()->inputs()) out.push_back(in);
+          } else {
+            out.push_back(v);
+          }
+        }
+        return Datum::Seq(std::move(out));
+      }};
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builtins over cat(list, d) whose inputs contain runs of consecutive split pieces.
+
+struct PieceRun {
+  size_t first = 0;  // index in the cat list
+  size_t count = 0;
+  Node* unpack = nullptr;
+  Node* split = nullptr;
+  size_t piece_begin = 0;  // index of the first piece in the unpack's outputs
+};
+
+// Pieces of `split` (split_with_sizes with constant sizes, or split with a constant int size)
+// have known offsets along the split dim.
+c10::optional<std::vector<int64_t>> PieceOffsets(Node* split, size_t num_pieces) {
+  c10::optional<Datum> s = DatumFromConstant(split->input(1));
+  if (!s) return c10::nullopt;
+  std::vector<int64_t> offsets = {0};
+  if (s->kind == Datum::Kind::kList) {
+    if (s->list.size() != num_pieces) return c10::nullopt;
+    for (const Datum& x : s->list) {
+      if (x.kind != Datum::Kind::kInt) return c10::nullopt;
+      offsets.push_back(offsets.back() + x.i);
+    }
+    return offsets;
+  }
+  if (s->kind == Datum::Kind::kInt && split->kind() == c10::aten::split) {
+    for (size_t k = 0; k < num_pieces; ++k) offsets.push_back(offsets.back() + s->i);
+    return offsets;
+  }
+  return c10::nullopt;
+}
+
+// Finds maximal runs (length >= min_len) of consecutive pieces of one split on dim `d`.
+std::vector<PieceRun> FindRuns(Node* list, int64_t d, size_t min_len, bool need_single_use) {
+  std::vector<PieceRun> runs;
+  auto piece_of = [&](Value* v, Node** unpack, Node** split) {
+    Node* u = v->node();
+    if (u->kind() != c10::prim::ListUnpack) return false;
+    Node* s = u->input(0)->node();
+    if (s->kind() != c10::aten::split && !IsSplitWithSizes(s)) return false;
+    if (s->inputs().size() != 3) return false;
+    c10::optional<Datum> dim = DatumFromConstant(s->input(2));
+    if (!dim || dim->kind != Datum::Kind::kInt || dim->i != d) return false;
+    if (need_single_use && v->uses().size() != 1) return false;
+    *unpack = u;
+    *split = s;
+    return true;
+  };
+  auto ins = list->inputs();
+  size_t k = 0;
+  while (k < ins.size()) {
+    Node *u = nullptr, *s = nullptr;
+    if (!piece_of(ins[k], &u, &s)) {
+      ++k;
+      continue;
+    }
+    size_t j = k + 1;
+    while (j < ins.size()) {
+      Node *u2 = nullptr, *s2 = nullptr;
+      if (!piece_of(ins[j], &u2, &s2) || u2 != u ||
+          ins[j]->offset() != ins[j - 1]->offset() + 1) {
+        break;
+      }
+      ++j;
+    }
+    if (j - k >= min_len) {
+      PieceRun r;
+      r.first = k;
+      r.count = j - k;
+      r.unpack = u;
+      r.split = s;
+      r.piece_begin = ins[k]->offset();
+      runs.push_back(r);
+    }
+    k = j;
+  }
+  return runs;
+}
+
+// Common checks; returns the cat's ListConstruct and dim.
+bool CatParts(Value* y, Node** list, int64_t* d) {
+  Node* cat = y->node();
+  if (cat->kind() != c10::aten::cat || cat->inputs().size() != 2) return false;
+  Node* l = cat->input(0)->node();
+  if (l->kind() != c10::prim::ListConstruct || cat->input(0)->uses().size() != 1) return false;
+  c10::optional<Datum> dim = DatumFromConstant(cat->input(1));
+  if (!dim || dim->kind != Datum::Kind::kInt) return false;
+  *list = l;
+  *d = dim->i;
+  return true;
+}
+
+// merge_piece_runs(%y): in cat(list, d), a run of >= 2 consecutive single-use pieces of one
+// split_with_sizes on dim d becomes one piece: the split's sections of the run are merged (or,
+// when the run is every piece, the split's input is used).
+absl::StatusOr<bool> MergePieceRuns(const std::vector<Datum>& a, EvalContext& ctx) {
+  if (a[0].kind != Datum::Kind::kValue) return Err("merge_piece_runs takes the cat's output");
+  Node* list = nullptr;
+  int64_t d = 0;
+  if (!CatParts(a[0].value, &list, &d)) return false;
+  for (const PieceRun& run : FindRuns(list, d, 2, /*need_single_use=*/true)) {
+    if (!IsSplitWithSizes(run.split)) continue;
+    size_t n = run.unpack->outputs().size();
+    c10::optional<std::vector<int64_t>> offsets = PieceOffsets(run.split, n);
+    if (!offsets) continue;
+    if (run.split->owningBlock() != list->owningBlock()) continue;
+    if (ctx.legal && !ctx.legal({run.split, run.unpack})) continue;
+    Graph* g = list->owningGraph();
+    Value* merged = nullptr;
+    if (run.count == n) {
+      merged = run.split->input(0);
+    } else {
+      std::vector<int64_t> sizes;
+      for (size_t k = 0; k < n; ++k) {
+        int64_t sz = (*offsets)[k + 1] - (*offsets)[k];
+        if (k == run.piece_begin) {
+          sz = (*offsets)[run.piece_begin + run.count] - (*offsets)[run.piece_begin];
+        } else if (k > run.piece_begin && k < run.piece_begin + run.count) {
+          continue;
+        }
+        sizes.push_back(sz);
+      }
+      WithInsertPoint guard(run.unpack->next());
+      Value* new_sizes = g->insertConstant(c10::IValue(sizes));
+      Value* new_split = g->insert(c10::Symbol::fromQualString("aten::split_with_sizes"),
+                                   {run.split->input(0), new_sizes, run.split->input(2)});
+      Node* new_unpack = g->insertNode(g->createListUnpack(new_split, sizes.size()));
+      size_t out = 0;
+      for (size_t k = 0; k < n; ++k) {
+        if (k > run.piece_begin && k < run.piece_begin + run.count) continue;
+        new_unpack->output(out)->setType(run.unpack->output(k)->type());
+        if (k != run.piece_begin) run.unpack->output(k)->replaceAllUsesWith(new_unpack->output(out));
+        if (k == run.piece_begin) merged = new_unpack->output(out);
+        ++out;
+      }
+    }
+    // Edit the (single-use) list: the run's first slot gets the merged piece, the rest go.
+    list->replaceInput(run.first, merged);
+    for (size_t k = run.first + run.count - 1; k > run.first; --k) list->removeInput(k);
+    return true;
+  }
+  return false;
+}
+
+// runs_to_slices(%y, min_len): in cat(list, d), each run of >= min_len consecutive pieces of one
+// split on dim d (pieces may have other uses) becomes one slice of the split's input.
+absl::StatusOr<bool> RunsToSlices(const std::vector<Datum>& a, EvalContext& ctx) {
+  if (a[0].kind != Datum::Kind::kValue) return Err("runs_to_slices takes the cat's output");
+  ASSIGN_OR_RETURN_ERR(min_len, IntOf(a[1]));
+  Node* list = nullptr;
+  int64_t d = 0;
+  if (!CatParts(a[0].value, &list, &d)) return false;
+  std::vector<PieceRun> runs =
+      FindRuns(list, d, static_cast<size_t>(std::max<int64_t>(2, min_len)), false);
+  bool changed = false;
+  // Back to front so that list indices of earlier runs stay valid.
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    const PieceRun& run = *it;
+    c10::optional<std::vector<int64_t>> offsets =
+        PieceOffsets(run.split, run.unpack->outputs().size());
+    if (!offsets) continue;
+    if (ctx.legal && !ctx.legal({run.split, run.unpack})) continue;
+    Graph* g = list->owningGraph();
+    WithInsertPoint guard(list);
+    int64_t start = (*offsets)[run.piece_begin];
+    int64_t end = (*offsets)[run.piece_begin + run.count];
+    Value* slice = g->insert(c10::aten::slice, {run.split->input(0), d, start, end, 1});
+    list->replaceInput(run.first, slice);
+    for (size_t k = run.first + run.count - 1; k > run.first; --k) list->removeInput(k);
+    changed = true;
+  }
+  return changed;
+}
+
+absl::flat_hash_map<std::string, BuiltinSpec> MakeBuiltins() {
+  absl::flat_hash_map<std::string, BuiltinSpec> b;
+  b["merge_piece_runs"] = {1,
+                           "merge_piece_runs(%y): in %y = aten::cat(list, d), merge each run of "
+                           ">= 2 consecutive single-use pieces of one split_with_sizes on dim d "
+                           "into one piece (the split's sections are merged)",
+                           MergePieceRuns};
+  b["runs_to_slices"] = {2,
+                         "runs_to_slices(%y, n): in %y = aten::cat(list, d), replace each run of "
+                         ">= n consecutive pieces of one split on dim d by one aten::slice of the "
+                         "split's input",
+                         RunsToSlices};
+  return b;
+}
+
+}  // namespace
+
+const absl::flat_hash_map<std::string, FunctionSpec>& Functions() {
+  static const auto* f = new absl::flat_hash_map<std::string, FunctionSpec>(MakeFunctions());
+  return *f;
+}
+
+const absl::flat_hash_map<std::string, BuiltinSpec>& Builtins() {
+  static const auto* b = new absl::flat_hash_map<std::string, BuiltinSpec>(MakeBuiltins());
+  return *b;
+}
+
+c10::optional<int64_t> StaticRank(const Value* v, const ShapeFacts* facts) {
+  if (facts != nullptr) return facts->StaticRank(v);
+  ShapeFacts none;
+  return none.StaticRank(v);
+}
+
+c10::optional<int64_t> StaticSize(const Value* v, int64_t dim, const ShapeFacts* facts) {
+  if (facts != nullptr) return facts->StaticSize(v, dim);
+  ShapeFacts none;
+  return none.StaticSize(v, dim);
+}
+
+c10::optional<std::vector<int64_t>> SplitSections(const Node* split) {
+  if (!IsSplitWithSizes(split)) return c10::nullopt;
+  c10::optional<Datum> s = DatumFromConstant(split->input(1));
+  if (!s || s->kind != Datum::Kind::kList) return c10::nullopt;
+  std::vector<int64_t> out;
+  for (const Datum& x : s->list) {
+    if (x.kind != Datum::Kind::kInt) return c10::nullopt;
+    out.push_back(x.i);
+  }
+  return out;
+}
+
+}  // namespace internal
+}  // namespace sentier

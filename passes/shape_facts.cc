@@ -1,0 +1,133 @@
+// shape_facts.cc — records tensor sizes by running a copy of the graph on sample inputs.
+//
+// The copy gets every top-level tensor value as an extra output and is run by the plain
+// interpreter (no optimization, no grad). A second run with each input tensor doubled along dim 0
+// tells which dims follow the batch size; those are marked dynamic.
+#include "passes/shape_facts.h"
+
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace sentier {
+
+using torch::jit::Graph;
+using torch::jit::Value;
+
+c10::optional<int64_t> ShapeFacts::StaticRank(const Value* v) const {
+  if (const TensorFact* f = Find(v)) return static_cast<int64_t>(f->sizes.size());
+  auto t = v->type()->cast<c10::TensorType>();
+  if (t && t->dim()) return static_cast<int64_t>(*t->dim());
+  return c10::nullopt;
+}
+
+c10::optional<int64_t> ShapeFacts::StaticSize(const Value* v, int64_t dim) const {
+  if (const TensorFact* f = Find(v)) {
+    int64_t r = static_cast<int64_t>(f->sizes.size());
+    if (dim < 0) dim += r;
+    if (dim < 0 || dim >= r || f->dynamic[dim]) return c10::nullopt;
+    return f->sizes[dim];
+  }
+  auto t = v->type()->cast<c10::TensorType>();
+  if (!t) return c10::nullopt;
+  auto sizes = t->sizes().concrete_sizes();
+  if (!sizes) return c10::nullopt;
+  int64_t r = static_cast<int64_t>(sizes->size());
+  if (dim < 0) dim += r;
+  if (dim < 0 || dim >= r) return c10::nullopt;
+  return (*sizes)[dim];
+}
+
+namespace {
+
+// Runs `graph` with all its top-level tensor values as outputs; returns their sizes in the order
+// of `probes` (values of the original graph).
+absl::StatusOr<std::vector<c10::IValue>> RunProbed(const std::shared_ptr<Graph>& graph,
+                                                   const std::vector<Value*>& probes,
+                                                   const std::vector<c10::IValue>& inputs) {
+  auto copy = graph->copy();
+  // Graph::copy clones inputs and nodes in order, so the two graphs walk in lockstep.
+  std::unordered_map<const Value*, Value*> map;
+  for (size_t k = 0; k < graph->inputs().size(); ++k) map[graph->inputs()[k]] = copy->inputs()[k];
+  auto it_a = graph->nodes().begin();
+  auto it_b = copy->nodes().begin();
+  for (; it_a != graph->nodes().end(); ++it_a, ++it_b) {
+    for (size_t k = 0; k < it_a->outputs().size(); ++k) map[it_a->outputs()[k]] = it_b->outputs()[k];
+  }
+  size_t original_outputs = copy->outputs().size();
+  for (Value* p : probes) copy->registerOutput(map.at(p));
+  if (inputs.size() != copy->inputs().size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the graph takes ", copy->inputs().size(),
+                                                   " inputs, the samples give ", inputs.size()));
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    torch::jit::Code code(copy, "sentier_shape_facts");
+    torch::jit::InterpreterState state(code);
+    std::vector<c10::IValue> stack = inputs;
+    state.run(stack);
+    if (stack.size() != original_outputs + probes.size()) {
+      return absl::InternalError("unexpected number of outputs while recording shape facts");
+    }
+    return std::vector<c10::IValue>(stack.begin() + original_outputs, stack.end());
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return absl::InvalidArgumentError(
+        absl::StrCat("running the graph on the sample inputs failed: ", what.substr(0, what.find('\n'))));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
+                                            const std::vector<c10::IValue>& inputs) {
+  std::vector<Value*> probes;
+  for (Value* v : graph->inputs()) {
+    if (v->type()->kind() == c10::TypeKind::TensorType) probes.push_back(v);
+  }
+  for (torch::jit::Node* n : graph->nodes()) {
+    for (Value* v : n->outputs()) {
+      if (v->type()->kind() == c10::TypeKind::TensorType) probes.push_back(v);
+    }
+  }
+  auto first = RunProbed(graph, probes, inputs);
+  if (!first.ok()) return first.status();
+  // Second run at twice the batch size.
+  std::vector<c10::IValue> doubled;
+  for (const c10::IValue& iv : inputs) {
+    if (iv.isTensor() && iv.toTensor().dim() >= 1) {
+      doubled.push_back(at::cat({iv.toTensor(), iv.toTensor()}, 0));
+    } else {
+      doubled.push_back(iv);
+    }
+  }
+  auto second = RunProbed(graph, probes, doubled);
+  ShapeFacts facts;
+  for (size_t k = 0; k < probes.size(); ++k) {
+    const c10::IValue& a = (*first)[k];
+    if (!a.isTensor()) continue;
+    const at::Tensor& t = a.toTensor();
+    TensorFact f;
+    f.sizes = t.sizes().vec();
+    f.dtype = t.scalar_type();
+    f.device = t.device();
+    f.dynamic.assign(f.sizes.size(), false);
+    if (second.ok() && (*second)[k].isTensor()) {
+      const at::Tensor& t2 = (*second)[k].toTensor();
+      if (t2.dim() != t.dim()) {
+        f.dynamic.assign(f.sizes.size(), true);
+      } else {
+        for (int64_t d = 0; d < t.dim(); ++d) f.dynamic[d] = t.size(d) != t2.size(d);
+      }
+    } else if (!f.sizes.empty()) {
+      f.dynamic[0] = true;
+    }
+    facts.Set(probes[k], std::move(f));
+  }
+  return facts;
+}
+
+}  // namespace sentier
