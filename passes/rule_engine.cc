@@ -11,12 +11,12 @@
 #include <algorithm>
 #include <sstream>
 
-#include <openssl/evp.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/digest.h"
 #include "passes/internal/compiled_rule.h"
 #include "passes/rule_set.h"
 #include "re2/re2.h"
@@ -512,19 +512,6 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
   return cr;
 }
 
-std::string Sha256Hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int k = 0; k < len; ++k) {
-    out.push_back(kHex[md[k] >> 4]);
-    out.push_back(kHex[md[k] & 15]);
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const RuleSet>> RuleSet::Create(std::vector<Rule> rules) {
@@ -945,8 +932,8 @@ absl::StatusOr<Datum> Eval(const Expr& e, EvalContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Rewrite
 bool SameKindOfType(const c10::TypePtr& from, const c10::TypePtr& to) {
-  c10::TypePtr a = torch::jit::unshapedType(from);
-  c10::TypePtr b = torch::jit::unshapedType(to);
+  c10::TypePtr a = c10::unshapedType(from);
+  c10::TypePtr b = c10::unshapedType(to);
   return b->isSubtypeOf(*a);
 }
 
@@ -1086,7 +1073,7 @@ class Rewriter {
     if (d.kind == Datum::Kind::kValue) return torch::jit::NamedValue(d.value);
     if (d.kind == Datum::Kind::kValueSeq) {
       if (d.values.empty()) return absl::InvalidArgumentError("cannot build an empty value list");
-      c10::TypePtr elem = torch::jit::unshapedType(d.values[0]->type());
+      c10::TypePtr elem = c10::unshapedType(d.values[0]->type());
       Node* list = g->insertNode(g->createList(elem, d.values));
       Track(list);
       return torch::jit::NamedValue(list->output());

@@ -17,6 +17,13 @@ namespace sentier {
 using torch::jit::Graph;
 using torch::jit::Value;
 
+void ShapeFacts::Set(const Value* v, TensorFact fact) { facts_[v->unique()] = std::move(fact); }
+
+const TensorFact* ShapeFacts::Find(const Value* v) const {
+  auto it = facts_.find(v->unique());
+  return it == facts_.end() ? nullptr : &it->second;
+}
+
 c10::optional<int64_t> ShapeFacts::StaticRank(const Value* v) const {
   if (const TensorFact* f = Find(v)) return static_cast<int64_t>(f->sizes.size());
   auto t = v->type()->cast<c10::TensorType>();
@@ -64,7 +71,7 @@ absl::StatusOr<std::vector<c10::IValue>> RunProbed(const std::shared_ptr<Graph>&
                                                    " inputs, the samples give ", inputs.size()));
   }
   try {
-    torch::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     torch::jit::Code code(copy, "sentier_shape_facts");
     torch::jit::InterpreterState state(code);
     std::vector<c10::IValue> stack = inputs;

@@ -40,20 +40,18 @@ struct TensorFact {
 
 // ShapeFacts: facts per graph value. Keys are the values of the graph the facts were recorded
 // on; values created later by rewrites have no facts (rules then fall back to types in the IR).
+// Keys are Value::unique() ids, which a graph never reuses (addresses of destroyed values are).
 class ShapeFacts {
  public:
-  void Set(const torch::jit::Value* v, TensorFact fact) { facts_[v] = std::move(fact); }
-  const TensorFact* Find(const torch::jit::Value* v) const {
-    auto it = facts_.find(v);
-    return it == facts_.end() ? nullptr : &it->second;
-  }
+  void Set(const torch::jit::Value* v, TensorFact fact);
+  const TensorFact* Find(const torch::jit::Value* v) const;
   // StaticRank / StaticSize: from the facts, else from a complete TensorType in the IR.
   c10::optional<int64_t> StaticRank(const torch::jit::Value* v) const;
   c10::optional<int64_t> StaticSize(const torch::jit::Value* v, int64_t dim) const;
   size_t size() const { return facts_.size(); }
 
  private:
-  absl::flat_hash_map<const torch::jit::Value*, TensorFact> facts_;
+  absl::flat_hash_map<size_t, TensorFact> facts_;
 };
 
 // RecordShapeFacts: runs `graph` on `inputs` (graph inputs in order; for a method graph the first

@@ -1,0 +1,287 @@
+// normalize_split_family.cc — canonical spellings for the split/cat family (see the header).
+//
+// Each rewrite here is an identity that holds for every input the original accepts:
+//   concat(xs, d) == cat(xs, d);  split(x, [s...], d) == split_with_sizes(x, [s...], d);
+//   split(x, s, d) == split_with_sizes(x, [s, ..., rest], d) when x.size(d) is static;
+//   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k].
+#include "passes/normalize_split_family.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include "passes/internal/rule_eval.h"
+
+namespace sentier {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+using torch::jit::WithInsertPoint;
+
+const c10::Symbol kConcat = c10::Symbol::fromQualString("aten::concat");
+const c10::Symbol kConcatenate = c10::Symbol::fromQualString("aten::concatenate");
+const c10::Symbol kSplitWithSizes = c10::Symbol::fromQualString("aten::split_with_sizes");
+const c10::Symbol kUnsafeSplit = c10::Symbol::fromQualString("aten::unsafe_split");
+const c10::Symbol kUnsafeSplitWithSizes =
+    c10::Symbol::fromQualString("aten::unsafe_split_with_sizes");
+const c10::Symbol kUnsafeChunk = c10::Symbol::fromQualString("aten::unsafe_chunk");
+const c10::Symbol kGetItem = c10::Symbol::fromQualString("aten::__getitem__");
+const c10::Symbol kLen = c10::Symbol::fromQualString("aten::len");
+
+void CollectNodes(torch::jit::Block* b, std::vector<Node*>* out) {
+  for (Node* n : b->nodes()) {
+    out->push_back(n);
+    for (torch::jit::Block* sub : n->blocks()) CollectNodes(sub, out);
+  }
+}
+
+c10::optional<int64_t> ConstInt(Value* v) { return torch::jit::constant_as<int64_t>(v); }
+
+bool IsIntList(Value* v) {
+  auto lt = v->type()->cast<c10::ListType>();
+  return lt && lt->getElementType()->kind() == c10::TypeKind::IntType;
+}
+
+// Replaces `n` by a node of kind `kind` with the given inputs; outputs keep their types.
+void ReplaceNode(Node* n, c10::Symbol kind, std::vector<torch::jit::NamedValue> inputs) {
+  Graph* g = n->owningGraph();
+  Value* out = nullptr;
+  {
+    WithInsertPoint guard(n);
+    out = g->insert(kind, inputs);
+  }
+  out->setType(n->output()->type());
+  n->output()->replaceAllUsesWith(out);
+  n->destroy();
+}
+
+std::vector<torch::jit::NamedValue> InputsOf(Node* n) {
+  std::vector<torch::jit::NamedValue> v;
+  for (Value* in : n->inputs()) v.emplace_back(in);
+  return v;
+}
+
+// Sections of split(x, size, d) / chunk(x, chunks, d) for a static dim size `total`.
+std::vector<int64_t> SplitSizes(int64_t total, int64_t size) {
+  std::vector<int64_t> out;
+  if (size <= 0) return out;
+  for (int64_t off = 0; off < total; off += size) out.push_back(std::min(size, total - off));
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+bool NormalizeSpellings(Graph* g, const std::vector<Node*>& nodes, const ShapeFacts* facts) {
+  bool changed = false;
+  for (Node* n : nodes) {
+    c10::Symbol k = n->kind();
+    if ((k == kConcat || k == kConcatenate) && n->inputs().size() == 2) {
+      ReplaceNode(n, c10::aten::cat, InputsOf(n));
+      changed = true;
+    } else if (k == kUnsafeChunk && n->inputs().size() == 3) {
+      ReplaceNode(n, c10::aten::chunk, InputsOf(n));
+      changed = true;
+    } else if (k == kUnsafeSplitWithSizes && n->inputs().size() == 3) {
+      ReplaceNode(n, kSplitWithSizes, InputsOf(n));
+      changed = true;
+    } else if ((k == c10::aten::split || k == kUnsafeSplit) && n->inputs().size() == 3) {
+      if (IsIntList(n->input(1))) {
+        ReplaceNode(n, kSplitWithSizes, InputsOf(n));
+        changed = true;
+        continue;
+      }
+      c10::optional<int64_t> size = ConstInt(n->input(1));
+      c10::optional<int64_t> dim = ConstInt(n->input(2));
+      if (!size || !dim) continue;
+      c10::optional<int64_t> total = internal::StaticSize(n->input(0), *dim, facts);
+      if (!total || *size <= 0) continue;
+      std::vector<int64_t> sizes = SplitSizes(*total, *size);
+      Value* c = nullptr;
+      {
+        WithInsertPoint guard(n);
+        c = g->insertConstant(c10::IValue(sizes));
+      }
+      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)});
+      changed = true;
+    } else if (k == c10::aten::chunk && n->inputs().size() == 3) {
+      c10::optional<int64_t> chunks = ConstInt(n->input(1));
+      c10::optional<int64_t> dim = ConstInt(n->input(2));
+      if (!chunks || !dim || *chunks <= 0) continue;
+      c10::optional<int64_t> total = internal::StaticSize(n->input(0), *dim, facts);
+      if (!total) continue;
+      int64_t size = (*total + *chunks - 1) / *chunks;
+      if (size == 0) continue;
+      std::vector<int64_t> sizes = SplitSizes(*total, size);
+      Value* c = nullptr;
+      {
+        WithInsertPoint guard(n);
+        c = g->insertConstant(c10::IValue(sizes));
+      }
+      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)});
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+// Rank of the tensor that `n`'s dim argument refers to.
+c10::optional<int64_t> DimRank(Node* n, const ShapeFacts* facts) {
+  c10::Symbol k = n->kind();
+  if (k == c10::aten::cat || k == c10::aten::stack) {
+    Node* list = n->input(0)->node();
+    if (list->kind() != c10::prim::ListConstruct) return c10::nullopt;
+    for (Value* v : list->inputs()) {
+      c10::optional<int64_t> r = internal::StaticRank(v, facts);
+      if (r) return k == c10::aten::stack ? *r + 1 : *r;
+    }
+    return c10::nullopt;
+  }
+  c10::optional<int64_t> r = internal::StaticRank(n->input(0), facts);
+  if (r && k == c10::aten::unsqueeze) return *r + 1;
+  return r;
+}
+
+bool NormalizeDims(Graph* g, const std::vector<Node*>& nodes, const ShapeFacts* facts) {
+  bool changed = false;
+  for (Node* n : nodes) {
+    c10::Symbol k = n->kind();
+    int dim_index = -1;
+    if ((k == c10::aten::split || k == kSplitWithSizes || k == c10::aten::chunk) &&
+        n->inputs().size() == 3) {
+      dim_index = 2;
+    } else if ((k == c10::aten::unbind || k == c10::aten::cat || k == c10::aten::stack ||
+                k == c10::aten::unsqueeze) &&
+               n->inputs().size() == 2) {
+      dim_index = 1;
+    } else if (k == c10::aten::squeeze && n->inputs().size() == 2) {
+      dim_index = 1;
+    } else if ((k == c10::aten::select && n->inputs().size() == 3) ||
+               (k == c10::aten::slice && n->inputs().size() == 5) ||
+               (k == c10::aten::narrow && n->inputs().size() == 4)) {
+      dim_index = 1;
+    }
+    if (dim_index < 0) continue;
+    c10::optional<int64_t> dim = ConstInt(n->input(dim_index));
+    if (!dim || *dim >= 0) continue;
+    c10::optional<int64_t> rank = DimRank(n, facts);
+    if (!rank || *dim + *rank < 0) continue;
+    WithInsertPoint guard(n);
+    n->replaceInput(dim_index, g->insertConstant(*dim + *rank));
+    changed = true;
+  }
+  return changed;
+}
+
+// Does any use of `list` possibly mutate it or let it escape where we cannot see?
+bool ListIsReadOnly(Value* list) {
+  for (const torch::jit::Use& u : list->uses()) {
+    c10::Symbol k = u.user->kind();
+    if (k == c10::prim::ListUnpack || k == c10::prim::Return) continue;
+    const c10::FunctionSchema* schema = u.user->maybeSchema();
+    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
+    const auto& alias = schema->arguments()[u.offset].alias_info();
+    if (alias && alias->isWrite()) return false;
+  }
+  return true;
+}
+
+// Number of pieces of a split-family list value, when known.
+c10::optional<int64_t> PieceCount(Value* list, const ShapeFacts* facts) {
+  Node* n = list->node();
+  if (n->kind() == kSplitWithSizes) {
+    auto sizes = torch::jit::toIValue(n->input(1));
+    if (sizes && sizes->isIntList()) return static_cast<int64_t>(sizes->toIntVector().size());
+  }
+  if (n->kind() == c10::aten::unbind && n->inputs().size() == 2) {
+    c10::optional<int64_t> dim = ConstInt(n->input(1));
+    if (dim) {
+      c10::optional<int64_t> s = internal::StaticSize(n->input(0), *dim, facts);
+      if (s) return s;
+    }
+  }
+  for (const torch::jit::Use& u : list->uses()) {
+    if (u.user->kind() == c10::prim::ListUnpack) {
+      return static_cast<int64_t>(u.user->outputs().size());
+    }
+  }
+  return c10::nullopt;
+}
+
+bool IsSplitFamily(Node* n) {
+  c10::Symbol k = n->kind();
+  return k == kSplitWithSizes || k == c10::aten::split || k == c10::aten::chunk ||
+         k == c10::aten::unbind || k == kUnsafeSplit || k == kUnsafeSplitWithSizes ||
+         k == kUnsafeChunk;
+}
+
+bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, const ShapeFacts* facts) {
+  bool changed = false;
+  for (Node* n : nodes) {
+    if (!IsSplitFamily(n) || n->outputs().size() != 1) continue;
+    Value* list = n->output();
+    bool interesting = false;
+    for (const torch::jit::Use& u : list->uses()) {
+      c10::Symbol k = u.user->kind();
+      interesting |= k == kGetItem || k == kLen ||
+                     ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0);
+    }
+    if (!interesting || !ListIsReadOnly(list)) continue;
+    c10::optional<int64_t> count = PieceCount(list, facts);
+    if (!count) continue;
+    Node* unpack = nullptr;
+    for (const torch::jit::Use& u : list->uses()) {
+      if (u.user->kind() == c10::prim::ListUnpack) unpack = u.user;
+    }
+    if (unpack != nullptr && static_cast<int64_t>(unpack->outputs().size()) != *count) continue;
+    if (unpack == nullptr) {
+      WithInsertPoint guard(n->next());
+      unpack = g->insertNode(g->createListUnpack(list, static_cast<size_t>(*count)));
+    }
+    std::vector<torch::jit::Use> uses = list->uses();
+    for (const torch::jit::Use& u : uses) {
+      Node* user = u.user;
+      c10::Symbol k = user->kind();
+      if (k == kGetItem && user->inputs().size() == 2) {
+        c10::optional<int64_t> idx = ConstInt(user->input(1));
+        if (!idx) continue;
+        int64_t i = *idx < 0 ? *idx + *count : *idx;
+        if (i < 0 || i >= *count) continue;
+        user->output()->replaceAllUsesWith(unpack->output(i));
+        user->destroy();
+        changed = true;
+      } else if (k == kLen && user->inputs().size() == 1) {
+        Value* c = nullptr;
+        {
+          WithInsertPoint guard(user);
+          c = g->insertConstant(*count);
+        }
+        user->output()->replaceAllUsesWith(c);
+        user->destroy();
+        changed = true;
+      } else if ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) {
+        WithInsertPoint guard(user);
+        std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
+        Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
+        user->replaceInput(0, lc->output());
+        changed = true;
+      }
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
+bool NormalizeSplitFamily(const std::shared_ptr<Graph>& graph, const ShapeFacts* facts) {
+  bool changed = false;
+  std::vector<Node*> nodes;
+  CollectNodes(graph->block(), &nodes);
+  changed |= NormalizeSpellings(graph.get(), nodes, facts);
+  nodes.clear();
+  CollectNodes(graph->block(), &nodes);
+  changed |= NormalizeDims(graph.get(), nodes, facts);
+  changed |= ListIndexingToUnpack(graph.get(), nodes, facts);
+  return changed;
+}
+
+}  // namespace sentier

@@ -1,0 +1,102 @@
+// rewrite_driver.cc — the fixpoint loop that applies rules, with engine-side legality.
+//
+// Each round indexes the graph's nodes by kind once, then tries every rule (in load order) at
+// every node whose kind its anchor accepts, so a round costs O(nodes x rules whose anchor kind is
+// present) and never rescans the graph per rule. Nodes created in a round are matched in the next
+// one. AliasDb is built only for graphs that contain mutation; a graph without any mutating node
+// cannot have writers, and building alias sets for 100k-node graphs is the costliest step there.
+#include "passes/rewrite_driver.h"
+
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "passes/internal/compiled_rule.h"
+
+namespace sentier {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Graph;
+using torch::jit::Node;
+
+void Collect(Block* b, std::vector<Node*>* out) {
+  for (Node* n : b->nodes()) {
+    out->push_back(n);
+    for (Block* sub : n->blocks()) Collect(sub, out);
+  }
+}
+
+bool MutatesSomething(const Node* n) {
+  if (n->kind() == c10::prim::SetAttr) return true;
+  const c10::FunctionSchema* schema = n->maybeSchema();
+  return schema != nullptr && schema->is_mutable();
+}
+
+bool IsPure(Node* n) { return !n->hasSideEffects() && !MutatesSomething(n); }
+
+}  // namespace
+
+bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
+                const RewriteOptions& options, RewriteStats* stats) {
+  bool changed_any = false;
+  for (int round = 0; round < options.max_rounds; ++round) {
+    std::vector<Node*> nodes;
+    Collect(graph->block(), &nodes);
+    bool has_mutation = false;
+    absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;
+    for (Node* n : nodes) {
+      has_mutation |= MutatesSomething(n);
+      by_kind[n->kind()].push_back(n);
+    }
+    std::unique_ptr<torch::jit::AliasDb> alias_db;
+    absl::flat_hash_set<const Node*> known;
+    if (has_mutation) {
+      alias_db = std::make_unique<torch::jit::AliasDb>(graph);
+      known.insert(nodes.begin(), nodes.end());
+    }
+    auto legal = [&](const std::vector<Node*>& matched, Node* anchor) {
+      for (Node* n : matched) {
+        if (n->owningBlock() != anchor->owningBlock()) return false;
+        if (!IsPure(n)) return false;
+        if (alias_db) {
+          if (!known.contains(n)) return false;  // created this round: wait for the next one
+          if (alias_db->hasWriters(n)) return false;
+        }
+      }
+      return true;
+    };
+    bool changed = false;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      const CompiledRule& rule = rules.compiled(r);
+      const std::string& name = rule.ast.name;
+      for (c10::Symbol kind : rule.nodes[rule.anchor].kinds) {
+        auto it = by_kind.find(kind);
+        if (it == by_kind.end()) continue;
+        for (Node* anchor : it->second) {
+          // Anchors whose outputs are all unused are dead (possibly replaced this round).
+          bool live = false;
+          for (torch::jit::Value* o : anchor->outputs()) live |= o->hasUses();
+          if (!live) continue;
+          internal::ApplyResult res = internal::TryApply(rule, anchor, options.facts, legal);
+          if (res == internal::ApplyResult::kApplied) {
+            ++stats->applications[name];
+            changed = true;
+          } else if (res == internal::ApplyResult::kIllegal) {
+            ++stats->rejected[name];
+          }
+        }
+      }
+    }
+    ++stats->rounds;
+    if (!changed) break;
+    changed_any = true;
+    torch::jit::EliminateDeadCode(graph);
+    if (round + 1 == options.max_rounds) stats->hit_round_limit = true;
+  }
+  return changed_any;
+}
+
+}  // namespace sentier

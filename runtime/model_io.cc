@@ -1,0 +1,303 @@
+// model_io.cc — file formats and crash-safe writes (see the header).
+#include "runtime/model_io.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "passes/digest.h"
+#include "passes/rule_parser.h"
+
+namespace sentier {
+namespace {
+
+std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+absl::Status ErrnoError(const std::string& what, const std::string& path) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
+}
+
+absl::Status FsyncPath(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) return ErrnoError("cannot open", path);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoError("cannot fsync", path);
+  return absl::OkStatus();
+}
+
+std::string TempPathFor(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return absl::StrCat(dir, ".", base, ".tmp-", ::getpid());
+}
+
+// Publishes `tmp` as `path`: fsync, rename, fsync the directory.
+absl::Status Publish(const std::string& tmp, const std::string& path) {
+  absl::Status st = FsyncPath(tmp, false);
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status err = ErrnoError("cannot rename into", path);
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  return FsyncPath(DirName(path), true);
+}
+
+absl::Status CheckReadableFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError("cannot read", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  }
+  if (st.st_size == 0) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is empty"));
+  return absl::OkStatus();
+}
+
+// Text IR: drop comment lines (they carry CHECK lines in tests).
+std::string StripIrComments(const std::string& text) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    absl::string_view t = line;
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    if (absl::StartsWith(t, "#")) continue;
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError("cannot read", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return ErrnoError("cannot read", path);
+  return ss.str();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  std::string tmp = TempPathFor(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return ErrnoError("cannot create", tmp);
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      absl::Status err = ErrnoError("cannot write", tmp);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return err;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    absl::Status err = ErrnoError("cannot write", tmp);
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  return Publish(tmp, path);
+}
+
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  return Sha256Hex(*data);
+}
+
+absl::StatusOr<Model> LoadModel(const std::string& path) {
+  absl::Status readable = CheckReadableFile(path);
+  if (!readable.ok()) return readable;
+  Model m;
+  m.path = path;
+  if (absl::EndsWith(path, ".ir")) {
+    auto text = ReadFile(path);
+    if (!text.ok()) return text.status();
+    m.graph = std::make_shared<torch::jit::Graph>();
+    try {
+      torch::jit::parseIR(StripIrComments(*text), m.graph.get());
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot parse IR in '", path, "': ", FirstLine(e.what())));
+    }
+    return m;
+  }
+  try {
+    m.module = torch::jit::load(path, c10::Device(c10::kCPU));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load TorchScript archive '", path,
+                                                   "': ", FirstLine(e.what())));
+  }
+  auto method = m.module.find_method("forward");
+  if (!method) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' has no forward method"));
+  }
+  m.is_module = true;
+  m.graph = method->graph();
+  return m;
+}
+
+absl::Status SaveModel(const Model& model, const std::string& path) {
+  if (absl::EndsWith(path, ".ir")) return WriteFileAtomically(path, model.graph->toString());
+  if (!model.is_module) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write '", path, "': a .pt archive needs a TorchScript module input, not text IR"));
+  }
+  std::string tmp = TempPathFor(path);
+  try {
+    model.module.save(tmp);
+    torch::jit::Module check = torch::jit::load(tmp, c10::Device(c10::kCPU));
+    (void)check;
+  } catch (const std::exception& e) {
+    ::unlink(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat("cannot write a loadable archive to '", path, "': ", FirstLine(e.what())));
+  }
+  return Publish(tmp, path);
+}
+
+absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path) {
+  absl::Status readable = CheckReadableFile(path);
+  if (!readable.ok()) return readable;
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  c10::IValue iv;
+  try {
+    std::vector<char> bytes(data->begin(), data->end());
+    iv = torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read sample inputs '", path, "': ", FirstLine(e.what())));
+  }
+  std::vector<c10::IValue> out;
+  if (iv.isTuple()) {
+    for (const c10::IValue& e : iv.toTupleRef().elements()) out.push_back(e);
+  } else if (iv.isList()) {
+    for (const c10::IValue& e : iv.toListRef()) out.push_back(e);
+  } else if (iv.isTensor()) {
+    out.push_back(iv);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample inputs '", path, "' must be a tuple of tensors, found ", iv.tagKind()));
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const RuleSet>> LoadRules(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return ErrnoError("cannot read rules", p);
+    if (S_ISDIR(st.st_mode)) {
+      DIR* dir = ::opendir(p.c_str());
+      if (dir == nullptr) return ErrnoError("cannot list rules directory", p);
+      std::vector<std::string> found;
+      while (struct dirent* e = ::readdir(dir)) {
+        std::string name = e->d_name;
+        if (absl::EndsWith(name, ".rules")) found.push_back(absl::StrCat(p, "/", name));
+      }
+      ::closedir(dir);
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      files.push_back(p);
+    }
+  }
+  std::vector<Rule> all;
+  for (const std::string& f : files) {
+    auto text = ReadFile(f);
+    if (!text.ok()) return text.status();
+    auto parsed = ParseRules(*text, f);
+    if (!parsed.ok()) return parsed.status();
+    for (Rule& r : *parsed) all.push_back(std::move(r));
+  }
+  return RuleSet::Create(std::move(all));
+}
+
+std::string DefaultRulesDir() {
+  auto is_dir = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  };
+  if (const char* env = std::getenv("SENTIER_RULES_DIR")) return env;
+  std::vector<std::string> candidates;
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    candidates.push_back(absl::StrCat(exe, ".runfiles/sentier/patterns"));
+  }
+  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* v = std::getenv(var)) candidates.push_back(absl::StrCat(v, "/sentier/patterns"));
+  }
+  if (n > 0) {
+    // Installed next to the binary (CMake builds): <bin>/../patterns or <bin>/patterns.
+    std::string dir = DirName(exe);
+    candidates.push_back(absl::StrCat(dir, "/patterns"));
+    candidates.push_back(absl::StrCat(dir, "/../patterns"));
+  }
+  candidates.push_back("patterns");
+  for (const std::string& c : candidates) {
+    if (is_dir(c)) return c;
+  }
+  return "patterns";
+}
+
+std::string GraphToDot(const torch::jit::Graph& graph) {
+  std::ostringstream out;
+  out << "digraph sentier {\n  node [shape=box, fontname=\"monospace\"];\n";
+  std::unordered_map<const torch::jit::Node*, int> ids;
+  int next = 0;
+  out << "  n" << next << " [label=\"inputs\"];\n";
+  ids[graph.param_node()] = next++;
+  for (const torch::jit::Node* n : graph.nodes()) {
+    if (n->kind() == c10::prim::Constant) continue;
+    ids[n] = next;
+    out << "  n" << next++ << " [label=\"" << n->kind().toQualString() << "\"];\n";
+  }
+  out << "  n" << next << " [label=\"outputs\"];\n";
+  ids[graph.return_node()] = next;
+  for (const torch::jit::Node* n : graph.nodes()) {
+    if (n->kind() == c10::prim::Constant) continue;
+    for (const torch::jit::Value* in : n->inputs()) {
+      auto it = ids.find(in->node());
+      if (it != ids.end()) out << "  n" << it->second << " -> n" << ids[n] << ";\n";
+    }
+  }
+  for (const torch::jit::Value* o : graph.outputs()) {
+    auto it = ids.find(o->node());
+    if (it != ids.end()) out << "  n" << it->second << " -> n" << next << ";\n";
+  }
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace sentier

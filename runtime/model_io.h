@@ -1,0 +1,65 @@
+// model_io.h — reading and writing models, sample inputs, rule files and reports.
+//
+// All file I/O of Sentier lives in runtime/ (passes/ does none). Writers never leave a partial
+// file: they write a temporary file in the destination's directory, fsync it, rename it over the
+// destination and fsync the directory. Every error names the file.
+//
+//   absl::StatusOr<Model> m = LoadModel("model.pt");       // or a text-IR graph: "graph.ir"
+//   OptimizeGraph(m->graph, rules, opts);
+//   absl::Status st = SaveModel(*m, "model.opt.pt");
+#ifndef SENTIER_RUNTIME_MODEL_IO_H_
+#define SENTIER_RUNTIME_MODEL_IO_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include "absl/status/statusor.h"
+#include "passes/rule_set.h"
+
+namespace sentier {
+
+// Model: a TorchScript module (whose `forward` graph is `graph`, edited in place), or a bare
+// graph read from a text-IR file.
+struct Model {
+  std::string path;
+  bool is_module = false;
+  torch::jit::Module module;  // valid when is_module
+  std::shared_ptr<torch::jit::Graph> graph;
+};
+
+// LoadModel: `.pt` (TorchScript archive; its forward graph) or `.ir` (text IR, `# ...` comment
+// lines ignored). InvalidArgumentError for missing, empty, truncated or corrupt files.
+absl::StatusOr<Model> LoadModel(const std::string& path);
+
+// SaveModel: writes `.pt` (module archive; requires a module) or `.ir` (graph text) atomically.
+// A `.pt` is loaded back before it is published, so a file that torch::jit::load rejects is never
+// written.
+absl::Status SaveModel(const Model& model, const std::string& path);
+
+// LoadSampleInputs: a tuple (or list) of tensors written by Python's torch.save or C++
+// torch::pickle_save; a single tensor is taken as a 1-tuple.
+absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path);
+
+// LoadRules: parses and compiles rule files; each path is a `.rules` file or a directory whose
+// `*.rules` files are read in name order.
+absl::StatusOr<std::shared_ptr<const RuleSet>> LoadRules(const std::vector<std::string>& paths);
+
+// DefaultRulesDir: the rule library shipped with the binary (Bazel runfiles), or `patterns/`
+// under the current directory; overridden by $SENTIER_RULES_DIR.
+std::string DefaultRulesDir();
+
+// ReadFile / WriteFileAtomically / Sha256OfFile.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
+
+// GraphToDot: a Graphviz rendering of a graph (top-level nodes; nested blocks as one node).
+std::string GraphToDot(const torch::jit::Graph& graph);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_MODEL_IO_H_

@@ -1,0 +1,188 @@
+// sentier_opt — one-shot optimizer driver, in the manner of mlir-opt.
+//
+//   sentier_opt --input=IN(.pt|.ir) --output=OUT(.pt|.ir) [--rules=PATH[,PATH...]]
+//               [--enable=RE2] [--disable=RE2] [--inputs=inputs.pt] [--report=report.json]
+//               [--print_ir_before] [--print_ir_after] [--dot_before=F] [--dot_after=F]
+//               [--max_rounds=N] [--list_rules] [--list_functions]
+//
+// Exit codes: 0 success (also when nothing changed); 2 bad usage or bad input (missing, empty,
+// truncated or corrupt model, bad sample inputs, bad rule file — the message names the file,
+// with file:line:col for rules); 1 internal error. Outputs are written to a temporary file and
+// renamed into place, so an output is either complete or absent.
+#include <cstdio>
+#include <iostream>
+
+#include <gflags/gflags.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "passes/optimizer.h"
+#include "runtime/model_io.h"
+
+DEFINE_string(input, "", "model to optimize: a TorchScript archive (.pt) or text IR (.ir)");
+DEFINE_string(output, "", "where to write the result (.pt or .ir)");
+DEFINE_string(rules, "", "comma-separated rule files or directories (default: shipped library)");
+DEFINE_string(enable, "", "only rules whose name fully matches this RE2");
+DEFINE_string(disable, "", "skip rules whose name fully matches this RE2");
+DEFINE_string(inputs, "", "sample inputs (tuple of tensors, torch.save) for shape facts");
+DEFINE_string(report, "", "write a JSON report here");
+DEFINE_bool(print_ir_before, false, "print the graph before optimization (after inlining)");
+DEFINE_bool(print_ir_after, false, "print the graph after optimization");
+DEFINE_string(dot_before, "", "write a Graphviz file of the graph before optimization");
+DEFINE_string(dot_after, "", "write a Graphviz file of the graph after optimization");
+DEFINE_int32(max_rounds, 16, "bound on rounds of rule application");
+DEFINE_bool(list_rules, false, "print the loaded rules (name<TAB>family<TAB>file:line) and exit");
+DEFINE_bool(list_functions, false, "print the rule language's functions and builtins and exit");
+
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kInternal = 1;
+constexpr int kBadInput = 2;
+
+int Fail(int code, const std::string& msg) {
+  std::cerr << "sentier_opt: " << msg << "\n";
+  return code;
+}
+
+int Run() {
+  if (FLAGS_list_functions) {
+    std::cout << sentier::DescribeLanguage() << "\n";
+    return kOk;
+  }
+  std::vector<std::string> rule_paths;
+  if (FLAGS_rules.empty()) {
+    rule_paths.push_back(sentier::DefaultRulesDir());
+  } else {
+    rule_paths = absl::StrSplit(FLAGS_rules, ',', absl::SkipEmpty());
+  }
+  auto loaded = sentier::LoadRules(rule_paths);
+  if (!loaded.ok()) return Fail(kBadInput, std::string(loaded.status().message()));
+  auto rules = (*loaded)->Filter(FLAGS_enable, FLAGS_disable);
+  if (!rules.ok()) return Fail(kBadInput, std::string(rules.status().message()));
+  if (FLAGS_list_rules) {
+    for (size_t i = 0; i < (*rules)->size(); ++i) {
+      const sentier::Rule& r = (*rules)->rule(i);
+      std::cout << r.name << "\t" << r.family << "\t" << r.loc.file << ":" << r.loc.line << "\n";
+    }
+    return kOk;
+  }
+  if (FLAGS_input.empty()) return Fail(kBadInput, "--input is required (see --help)");
+  if (FLAGS_output.empty()) return Fail(kBadInput, "--output is required (see --help)");
+  bool out_ir = absl::EndsWith(FLAGS_output, ".ir");
+  if (!out_ir && !absl::EndsWith(FLAGS_output, ".pt")) {
+    return Fail(kBadInput, absl::StrCat("--output '", FLAGS_output, "' must end in .pt or .ir"));
+  }
+  auto input_sha = sentier::Sha256OfFile(FLAGS_input);
+  auto model = sentier::LoadModel(FLAGS_input);
+  if (!model.ok()) return Fail(kBadInput, std::string(model.status().message()));
+  if (!out_ir && !model->is_module) {
+    return Fail(kBadInput, absl::StrCat("cannot write '", FLAGS_output,
+                                        "': a .pt output needs a .pt input (text IR has no module)"));
+  }
+  std::vector<c10::IValue> samples;
+  sentier::OptimizeOptions opts;
+  opts.max_rounds = FLAGS_max_rounds;
+  if (!FLAGS_inputs.empty()) {
+    auto in = sentier::LoadSampleInputs(FLAGS_inputs);
+    if (!in.ok()) return Fail(kBadInput, std::string(in.status().message()));
+    if (model->is_module) samples.push_back(model->module._ivalue());
+    samples.insert(samples.end(), in->begin(), in->end());
+    opts.sample_inputs = &samples;
+  }
+  if (FLAGS_print_ir_before || !FLAGS_dot_before.empty()) {
+    // Show the graph the rules will see: inlined.
+    auto copy = model->graph->copy();
+    torch::jit::Inline(*copy);
+    if (FLAGS_print_ir_before) std::cout << "// ----- IR before sentier -----\n" << copy->toString();
+    if (!FLAGS_dot_before.empty()) {
+      absl::Status st = sentier::WriteFileAtomically(FLAGS_dot_before, sentier::GraphToDot(*copy));
+      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
+    }
+  }
+  auto report = sentier::OptimizeGraph(model->graph, **rules, opts);
+  if (!report.ok()) return Fail(kInternal, std::string(report.status().message()));
+  if (FLAGS_print_ir_after) std::cout << "// ----- IR after sentier -----\n" << model->graph->toString();
+  if (!FLAGS_dot_after.empty()) {
+    absl::Status st =
+        sentier::WriteFileAtomically(FLAGS_dot_after, sentier::GraphToDot(*model->graph));
+    if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
+  }
+  absl::Status saved = sentier::SaveModel(*model, FLAGS_output);
+  if (!saved.ok()) {
+    int code = saved.code() == absl::StatusCode::kInternal ? kInternal : kBadInput;
+    return Fail(code, std::string(saved.message()));
+  }
+  auto output_sha = sentier::Sha256OfFile(FLAGS_output);
+
+  std::vector<std::string> fired;
+  int64_t total = 0;
+  for (const auto& [name, n] : report->stats.applications) {
+    fired.push_back(absl::StrCat(name, " x", n));
+    total += n;
+  }
+  std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": " << total
+            << " rewrites (" << (fired.empty() ? "none" : absl::StrJoin(fired, ", "))
+            << "); nodes " << report->nodes_before << " -> " << report->nodes_after << "; "
+            << absl::StrFormat("%.1f", report->optimize_ms) << " ms\n";
+  if (!report->shape_facts_error.empty()) {
+    std::cerr << "sentier_opt: warning: no shape facts: " << report->shape_facts_error << "\n";
+  }
+  if (!FLAGS_report.empty()) {
+    nlohmann::json j;
+    j["input"] = FLAGS_input;
+    j["output"] = FLAGS_output;
+    j["input_sha256"] = input_sha.ok() ? *input_sha : "";
+    j["output_sha256"] = output_sha.ok() ? *output_sha : "";
+    j["rules_fingerprint"] = (*rules)->Fingerprint();
+    j["rules_loaded"] = (*rules)->size();
+    j["applications"] = nlohmann::json::object();
+    for (const auto& [name, n] : report->stats.applications) j["applications"][name] = n;
+    j["rejected_by_legality"] = nlohmann::json::object();
+    for (const auto& [name, n] : report->stats.rejected) j["rejected_by_legality"][name] = n;
+    j["nodes_before"] = report->nodes_before;
+    j["nodes_after"] = report->nodes_after;
+    j["rounds"] = report->stats.rounds;
+    j["hit_round_limit"] = report->stats.hit_round_limit;
+    j["shape_facts"] = report->shape_facts;
+    if (!report->shape_facts_error.empty()) j["shape_facts_error"] = report->shape_facts_error;
+    j["optimize_ms"] = report->optimize_ms;
+    absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
+    if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
+  }
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "sentier_opt --input=IN(.pt|.ir) --output=OUT(.pt|.ir) [--rules=...] [--report=...]\n"
+      "Exit codes: 0 success, 2 bad usage or input, 1 internal error.");
+  // Unknown flags are bad usage (exit 2), not gflags' default exit 1.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (!absl::StartsWith(arg, "-")) continue;
+    std::string name = arg.substr(arg.find_first_not_of('-'));
+    name = name.substr(0, name.find('='));
+    gflags::CommandLineFlagInfo info;
+    bool known = gflags::GetCommandLineFlagInfo(name.c_str(), &info) ||
+                 (absl::StartsWith(name, "no") &&
+                  gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info));
+    if (!known) return Fail(kBadInput, absl::StrCat("unknown flag '", arg, "' (see --help)"));
+  }
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) return Fail(kBadInput, absl::StrCat("unexpected argument '", argv[1], "'"));
+  try {
+    return Run();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return Fail(kInternal, absl::StrCat("internal error: ", what.substr(0, what.find('\n'))));
+  }
+}
