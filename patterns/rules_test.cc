@@ -1,0 +1,185 @@
+// rules_test.cc — golden IR tests for the rule library, FileCheck-style and numeric.
+//
+// Each testdata/rules/*.ir file holds one graph with complete input types, plus directives:
+//   # RULES: <RE2>         only rules whose name matches run (default: the whole library)
+//   # FIRES: <rule>        the rule must fire at least once
+//   # NOT-FIRES: <rule>    the rule must not fire (negative case)
+//   # CHECK...: ...        FileCheck lines, run on the optimized graph
+// Every file is also a numeric test: the original and the optimized graph run on the same random
+// inputs (and at twice the batch size, when the original accepts it); outputs and gradients of
+// every floating input must agree within float32 tolerance.
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/testing/file_check.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "passes/optimizer.h"
+#include "runtime/graph_runner.h"
+#include "runtime/model_io.h"
+
+namespace sentier {
+namespace {
+
+std::string DataDir() {
+  if (const char* src = std::getenv("TEST_SRCDIR")) return absl::StrCat(src, "/sentier/testdata/rules");
+  return "testdata/rules";
+}
+
+std::vector<std::string> TestFiles() {
+  std::vector<std::string> out;
+  DIR* dir = ::opendir(DataDir().c_str());
+  if (dir == nullptr) return out;
+  while (struct dirent* e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (absl::EndsWith(name, ".ir")) out.push_back(name);
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::shared_ptr<const RuleSet> Library() {
+  static std::shared_ptr<const RuleSet> rules = [] {
+    auto r = LoadRules({DefaultRulesDir()});
+    if (!r.ok()) {
+      ADD_FAILURE() << r.status();
+      return std::shared_ptr<const RuleSet>();
+    }
+    return *r;
+  }();
+  return rules;
+}
+
+struct Case {
+  std::string text;
+  std::string enable;
+  std::vector<std::string> fires, not_fires;
+};
+
+Case ReadCase(const std::string& file) {
+  Case c;
+  auto text = ReadFile(absl::StrCat(DataDir(), "/", file));
+  EXPECT_TRUE(text.ok()) << text.status();
+  c.text = text.ok() ? *text : "";
+  for (absl::string_view line : absl::StrSplit(c.text, '\n')) {
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (absl::ConsumePrefix(&line, "# RULES:")) c.enable = std::string(absl::StripAsciiWhitespace(line));
+    if (absl::ConsumePrefix(&line, "# FIRES:")) c.fires.emplace_back(absl::StripAsciiWhitespace(line));
+    if (absl::ConsumePrefix(&line, "# NOT-FIRES:")) {
+      c.not_fires.emplace_back(absl::StripAsciiWhitespace(line));
+    }
+  }
+  return c;
+}
+
+struct Outcome {
+  std::shared_ptr<torch::jit::Graph> original, optimized;
+  OptimizeReport report;
+  std::vector<c10::IValue> inputs;
+};
+
+Outcome Optimize(const std::string& file, const Case& c) {
+  Outcome o;
+  auto model = LoadModel(absl::StrCat(DataDir(), "/", file));
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return o;
+  o.original = model->graph->copy();
+  o.optimized = model->graph;
+  auto inputs = RandomInputsFor(*o.original, /*seed=*/1, /*batch_scale=*/1);
+  EXPECT_TRUE(inputs.ok()) << inputs.status();
+  if (!inputs.ok()) return o;
+  o.inputs = *inputs;
+  auto rules = Library()->Filter(c.enable, "");
+  EXPECT_TRUE(rules.ok()) << rules.status();
+  OptimizeOptions opts;
+  opts.sample_inputs = &o.inputs;
+  auto report = OptimizeGraph(o.optimized, **rules, opts);
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (report.ok()) o.report = *report;
+  return o;
+}
+
+class RuleGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RuleGoldenTest, RewritesAndKeepsNumbers) {
+  ASSERT_NE(Library(), nullptr);
+  const std::string file = GetParam();
+  Case c = ReadCase(file);
+  Outcome o = Optimize(file, c);
+  ASSERT_NE(o.optimized, nullptr);
+  SCOPED_TRACE(absl::StrCat(file, "\noptimized:\n", o.optimized->toString()));
+  for (const std::string& r : c.fires) {
+    EXPECT_GT(o.report.stats.applications[r], 0) << "rule " << r << " did not fire";
+  }
+  for (const std::string& r : c.not_fires) {
+    EXPECT_EQ(o.report.stats.applications[r], 0) << "rule " << r << " fired";
+  }
+  if (absl::StrContains(c.text, "# CHECK")) {
+    try {
+      torch::jit::testing::FileCheck().run(c.text, *o.optimized);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "FileCheck failed: " << e.what();
+    }
+  }
+  // Numbers: same outputs and gradients at the sample batch size and at twice it.
+  CompareOptions cmp;
+  absl::Status st = CompareGraphs(o.original, o.optimized, o.inputs, cmp);
+  EXPECT_TRUE(st.ok()) << st;
+  auto bigger = RandomInputsFor(*o.original, /*seed=*/2, /*batch_scale=*/2);
+  ASSERT_TRUE(bigger.ok());
+  if (RunGraph(o.original, *bigger).ok()) {
+    absl::Status st2 = CompareGraphs(o.original, o.optimized, *bigger, cmp);
+    EXPECT_TRUE(st2.ok()) << "at batch x2: " << st2;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, RuleGoldenTest, ::testing::ValuesIn(TestFiles()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param.substr(0, info.param.size() - 3);
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
+
+// Every shipped rule has a golden file where it fires and one where it must not.
+TEST(RuleLibraryTest, EveryRuleHasPositiveAndNegativeGoldenTests) {
+  ASSERT_NE(Library(), nullptr);
+  std::set<std::string> fired, negative;
+  for (const std::string& file : TestFiles()) {
+    Case c = ReadCase(file);
+    Outcome o = Optimize(file, c);
+    for (const auto& [name, n] : o.report.stats.applications) {
+      if (n > 0 && std::find(c.fires.begin(), c.fires.end(), name) != c.fires.end()) {
+        fired.insert(name);
+      }
+    }
+    for (const std::string& r : c.not_fires) {
+      if (o.report.stats.applications[r] == 0) negative.insert(r);
+    }
+  }
+  for (size_t i = 0; i < Library()->size(); ++i) {
+    const std::string& name = Library()->rule(i).name;
+    EXPECT_TRUE(fired.count(name)) << "no golden test where rule " << name << " fires";
+    EXPECT_TRUE(negative.count(name)) << "no negative golden test for rule " << name;
+  }
+}
+
+TEST(RuleLibraryTest, ShipsAtLeastTwelveVerticalRules) {
+  ASSERT_NE(Library(), nullptr);
+  int vertical = 0;
+  for (size_t i = 0; i < Library()->size(); ++i) vertical += Library()->rule(i).family == "vertical";
+  EXPECT_GE(vertical, 12);
+}
+
+}  // namespace
+}  // namespace sentier

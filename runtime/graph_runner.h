@@ -1,0 +1,57 @@
+// graph_runner.h — runs TorchScript graphs and compares two of them on numbers.
+//
+// Used by the rule tests and by the model tests: original and rewritten graphs run on the same
+// random inputs; outputs, and gradients of every floating input under a fixed random projection
+// of the outputs, must agree within float32 tolerance (|a - b| <= atol + rtol * |b|).
+//
+//   auto inputs = RandomInputsFor(*graph, /*seed=*/1, /*batch_scale=*/1);
+//   auto diff = CompareGraphs(original, rewritten, *inputs, /*check_grads=*/true);
+//   if (!diff.ok()) ...  // diff.status().message() names the output and the error
+#ifndef SENTIER_RUNTIME_GRAPH_RUNNER_H_
+#define SENTIER_RUNTIME_GRAPH_RUNNER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "absl/status/statusor.h"
+
+namespace torch {
+namespace jit {
+struct Graph;
+}  // namespace jit
+}  // namespace torch
+
+namespace sentier {
+
+// RandomInputsFor: one tensor per graph input from its complete type (`Float(4, 12)`, `Long(8)`),
+// normal floats and small non-negative ints; dim 0 is multiplied by `batch_scale`.
+absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const torch::jit::Graph& graph,
+                                                          uint64_t seed, int64_t batch_scale);
+
+// RunGraph: runs `graph` on `inputs` with the interpreter; returns its outputs.
+absl::StatusOr<std::vector<c10::IValue>> RunGraph(const std::shared_ptr<torch::jit::Graph>& graph,
+                                                  const std::vector<c10::IValue>& inputs);
+
+struct CompareOptions {
+  double rtol = 1.3e-6;
+  double atol = 1e-5;
+  bool check_grads = true;
+  uint64_t seed = 7;
+};
+
+// CompareGraphs: OK when outputs (and gradients) agree; FailedPrecondition naming the first
+// output or gradient that differs, with max abs error; other errors when a graph fails to run.
+absl::Status CompareGraphs(const std::shared_ptr<torch::jit::Graph>& reference,
+                           const std::shared_ptr<torch::jit::Graph>& candidate,
+                           const std::vector<c10::IValue>& inputs, const CompareOptions& options);
+
+// CompareIValues: structural comparison of nested tuples/lists of tensors.
+absl::Status CompareIValues(const c10::IValue& a, const c10::IValue& b, const std::string& where,
+                            const CompareOptions& options);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_GRAPH_RUNNER_H_
