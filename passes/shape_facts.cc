@@ -44,7 +44,8 @@ c10::optional<int64_t> ShapeFacts::StaticSize(const Value* v, int64_t dim) const
   if (!sizes) return c10::nullopt;
   int64_t r = static_cast<int64_t>(sizes->size());
   if (dim < 0) dim += r;
-  if (dim < 0 || dim >= r) return c10::nullopt;
+  // Sizes written in IR types are taken as static except dim 0, the batch dim by convention.
+  if (dim <= 0 || dim >= r) return c10::nullopt;
   return (*sizes)[dim];
 }
 

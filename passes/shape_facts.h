@@ -45,7 +45,8 @@ class ShapeFacts {
  public:
   void Set(const torch::jit::Value* v, TensorFact fact);
   const TensorFact* Find(const torch::jit::Value* v) const;
-  // StaticRank / StaticSize: from the facts, else from a complete TensorType in the IR.
+  // StaticRank / StaticSize: from the facts, else from a complete TensorType in the IR (where
+  // dim 0 is taken to be the batch dim and never static).
   c10::optional<int64_t> StaticRank(const torch::jit::Value* v) const;
   c10::optional<int64_t> StaticSize(const torch::jit::Value* v, int64_t dim) const;
   size_t size() const { return facts_.size(); }
