@@ -7,6 +7,9 @@
 // cannot have writers, and building alias sets for 100k-node graphs is the costliest step there.
 #include "passes/rewrite_driver.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -72,7 +75,13 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
     for (size_t r = 0; r < rules.size(); ++r) {
       const CompiledRule& rule = rules.compiled(r);
       const std::string& name = rule.ast.name;
-      for (c10::Symbol kind : rule.nodes[rule.anchor].kinds) {
+      // Anchor kinds in a fixed order (by name), so results never depend on hashing.
+      std::vector<c10::Symbol> kinds(rule.nodes[rule.anchor].kinds.begin(),
+                                     rule.nodes[rule.anchor].kinds.end());
+      std::sort(kinds.begin(), kinds.end(), [](c10::Symbol a, c10::Symbol b) {
+        return std::strcmp(a.toQualString(), b.toQualString()) < 0;
+      });
+      for (c10::Symbol kind : kinds) {
         auto it = by_kind.find(kind);
         if (it == by_kind.end()) continue;
         for (Node* anchor : it->second) {
@@ -80,12 +89,16 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
           bool live = false;
           for (torch::jit::Value* o : anchor->outputs()) live |= o->hasUses();
           if (!live) continue;
-          internal::ApplyResult res = internal::TryApply(rule, anchor, options.facts, legal);
+          std::string error;
+          internal::ApplyResult res =
+              internal::TryApply(rule, anchor, options.facts, legal, &error);
           if (res == internal::ApplyResult::kApplied) {
             ++stats->applications[name];
             changed = true;
           } else if (res == internal::ApplyResult::kIllegal) {
             ++stats->rejected[name];
+          } else if (res == internal::ApplyResult::kError) {
+            if (stats->errors[name]++ == 0) stats->first_error[name] = error;
           }
         }
       }

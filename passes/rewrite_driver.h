@@ -34,6 +34,8 @@ struct RewriteOptions {
 struct RewriteStats {
   std::map<std::string, int64_t> applications;  // rule name -> times applied
   std::map<std::string, int64_t> rejected;      // rule name -> matches refused by legality
+  std::map<std::string, int64_t> errors;        // rule name -> rewrites that failed (unchanged)
+  std::map<std::string, std::string> first_error;  // rule name -> the first failure's message
   int rounds = 0;
   bool hit_round_limit = false;
 };

@@ -33,6 +33,7 @@ using torch::jit::Value;
 namespace internal {
 
 bool Datum::Equal(const Datum& o) const {
+  if (kind == Kind::kInt && o.kind == Kind::kInt) return i == o.i;
   if ((kind == Kind::kInt || kind == Kind::kFloat) && (o.kind == Kind::kInt || o.kind == Kind::kFloat)) {
     double a = kind == Kind::kInt ? static_cast<double>(i) : f;
     double c = o.kind == Kind::kInt ? static_cast<double>(o.i) : o.f;
@@ -305,7 +306,7 @@ absl::Status CheckExpr(const Expr& e, const NameSet& names) {
                                             it->second.max_args == it->second.min_args
                                                 ? ""
                                                 : absl::StrCat(" to ", it->second.max_args),
-                                            " arguments, got ", n));
+                                            " argument(s), got ", n));
       }
       break;
     }
@@ -484,6 +485,10 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
       }
       case RewriteStmt::Kind::kUnpack:
         if (s.args.size() != 2) return LocError(s.loc, "unpack(list, count) takes 2 arguments");
+        if (names.contains(absl::StrCat("%", s.output, "...")) ||
+            names.contains(absl::StrCat("%", s.output))) {
+          return LocError(s.loc, absl::StrCat("'%", s.output, "' is already bound"));
+        }
         names.insert(absl::StrCat("%", s.output, "..."));
         break;
       case RewriteStmt::Kind::kReplace: {
@@ -494,6 +499,14 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
         break;
       }
       case RewriteStmt::Kind::kCall: {
+        if (&s != &r.rewrite.back()) {
+          return LocError(s.loc, "'call' must be the last statement of a rewrite");
+        }
+        for (const RewriteStmt& prev : r.rewrite) {
+          if (prev.kind == RewriteStmt::Kind::kReplace) {
+            return LocError(s.loc, "a rewrite with 'call' cannot also 'replace'");
+          }
+        }
         const auto& builtins = internal::Builtins();
         auto it = builtins.find(s.op);
         if (it == builtins.end()) {
@@ -502,7 +515,7 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
         }
         if (static_cast<int>(s.args.size()) != it->second.num_args) {
           return LocError(s.loc, absl::StrCat("builtin '", s.op, "' takes ",
-                                              it->second.num_args, " arguments, got ",
+                                              it->second.num_args, " argument(s), got ",
                                               s.args.size()));
         }
         break;
@@ -810,6 +823,12 @@ absl::StatusOr<Datum> EvalBinary(const Expr& e, EvalContext& ctx) {
                                         b.DebugString()));
   }
   bool ints = a.kind == Datum::Kind::kInt && b.kind == Datum::Kind::kInt;
+  if (ints) {
+    if (op == "<") return Datum::Bool(a.i < b.i);
+    if (op == "<=") return Datum::Bool(a.i <= b.i);
+    if (op == ">") return Datum::Bool(a.i > b.i);
+    if (op == ">=") return Datum::Bool(a.i >= b.i);
+  }
   double x = a.kind == Datum::Kind::kInt ? static_cast<double>(a.i) : a.f;
   double y = b.kind == Datum::Kind::kInt ? static_cast<double>(b.i) : b.f;
   if (op == "<") return Datum::Bool(x < y);
@@ -1032,10 +1051,8 @@ class Rewriter {
             break;
           }
           case RewriteStmt::Kind::kCall: {
-            // Builtins validate and edit on their own; pending replacements go first.
-            if (!Commit(replacements)) return Fail(absl::OkStatus());
-            changed |= !replacements.empty();
-            replacements.clear();
+            // Builtins validate and edit on their own. A call is a rule's last statement and
+            // no `replace` precedes it (checked when the rule is compiled).
             std::vector<Datum> args;
             for (const ExprPtr& a : s.args) {
               auto d = Eval(*a, ctx_);
@@ -1044,8 +1061,8 @@ class Rewriter {
             }
             auto did = Builtins().at(s.op).impl(args, ctx_);
             if (!did.ok()) return Fail(did.status());
-            if (!*did && !changed && inserted_.empty()) return false;
-            changed |= *did;
+            if (!*did) return Fail(absl::OkStatus());
+            changed = true;
             break;
           }
         }
@@ -1115,13 +1132,19 @@ class Rewriter {
         if (!UseIsAfter(use, def)) return false;
       }
     }
-    for (const auto& [from, to] : reps) {
+    // All replacements happen at once (a swap [%a, %b] -> [%b, %a] works): uses are taken
+    // before any of them is redirected.
+    std::vector<std::vector<torch::jit::Use>> uses;
+    for (const auto& rep : reps) uses.push_back(rep.first->uses());
+    for (size_t k = 0; k < reps.size(); ++k) {
+      Value* from = reps[k].first;
+      Value* to = reps[k].second;
       bool created = std::find(inserted_.begin(), inserted_.end(), to->node()) != inserted_.end();
       if (created && from->type()->kind() == c10::TypeKind::TensorType &&
           to->type()->kind() == c10::TypeKind::TensorType) {
         to->setType(from->type());
       }
-      from->replaceAllUsesWith(to);
+      for (const torch::jit::Use& u : uses[k]) u.user->replaceInput(u.offset, to);
     }
     return true;
   }
@@ -1150,7 +1173,7 @@ class Rewriter {
 }  // namespace
 
 ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
-                     const LegalityCheck& legal) {
+                     const LegalityCheck& legal, std::string* error) {
   if (!rule.nodes[rule.anchor].kinds.contains(anchor->kind())) return ApplyResult::kNoMatch;
   Bindings b;
   Matcher m(rule, &b);
@@ -1170,7 +1193,11 @@ ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* f
   if (legal && !legal(b.matched_order, anchor)) return ApplyResult::kIllegal;
   Rewriter rw(rule, ctx);
   auto done = rw.Run();
-  if (!done.ok() || !*done) return ApplyResult::kNoMatch;
+  if (!done.ok()) {
+    if (error != nullptr) *error = std::string(done.status().message());
+    return ApplyResult::kError;
+  }
+  if (!*done) return ApplyResult::kNoMatch;
   return ApplyResult::kApplied;
 }
 

@@ -56,11 +56,19 @@ absl::StatusOr<std::vector<Datum>> ItemsOf(const Datum& d) {
   return Err(absl::StrCat("expected a list or a sequence, got ", d.DebugString()));
 }
 
-Datum Rebuild(const Datum& like, std::vector<Datum> items) {
+absl::StatusOr<Datum> Rebuild(const Datum& like, std::vector<Datum> items) {
   if (like.kind == Datum::Kind::kValueSeq) {
     std::vector<Value*> vs;
-    for (const Datum& d : items) vs.push_back(d.value);
+    for (const Datum& d : items) {
+      if (d.kind != Datum::Kind::kValue) {
+        return Err("cannot mix graph values and constants in one sequence");
+      }
+      vs.push_back(d.value);
+    }
     return Datum::Seq(std::move(vs));
+  }
+  for (const Datum& d : items) {
+    if (!d.IsConstant()) return Err("cannot mix graph values and constants in one list");
   }
   return Datum::List(std::move(items));
 }

@@ -131,6 +131,10 @@ int Run() {
             << " rewrites (" << (fired.empty() ? "none" : absl::StrJoin(fired, ", "))
             << "); nodes " << report->nodes_before << " -> " << report->nodes_after << "; "
             << absl::StrFormat("%.1f", report->optimize_ms) << " ms\n";
+  for (const auto& [name, n] : report->stats.errors) {
+    std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n
+              << " time(s): " << report->stats.first_error[name] << "\n";
+  }
   if (!report->shape_facts_error.empty()) {
     std::cerr << "sentier_opt: warning: no shape facts: " << report->shape_facts_error << "\n";
   }
@@ -146,6 +150,10 @@ int Run() {
     for (const auto& [name, n] : report->stats.applications) j["applications"][name] = n;
     j["rejected_by_legality"] = nlohmann::json::object();
     for (const auto& [name, n] : report->stats.rejected) j["rejected_by_legality"][name] = n;
+    j["rewrite_errors"] = nlohmann::json::object();
+    for (const auto& [name, n] : report->stats.errors) {
+      j["rewrite_errors"][name] = {{"count", n}, {"first", report->stats.first_error[name]}};
+    }
     j["nodes_before"] = report->nodes_before;
     j["nodes_after"] = report->nodes_after;
     j["rounds"] = report->stats.rounds;

@@ -43,7 +43,8 @@ struct CompiledRule {
 
 namespace internal {
 
-enum class ApplyResult { kNoMatch, kIllegal, kApplied };
+// kError: the rule matched but its rewrite failed (the graph is unchanged; `error` says why).
+enum class ApplyResult { kNoMatch, kIllegal, kApplied, kError };
 
 // LegalityCheck: returns true when the matched nodes may be rewritten (driver-supplied).
 using LegalityCheck = std::function<bool(const std::vector<Node*>& matched, Node* anchor)>;
@@ -51,7 +52,7 @@ using LegalityCheck = std::function<bool(const std::vector<Node*>& matched, Node
 // TryApply: matches `rule` with `anchor` as its anchor node; when it matches, the constraints
 // hold and `legal` agrees, performs the rewrite.
 ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
-                     const LegalityCheck& legal);
+                     const LegalityCheck& legal, std::string* error = nullptr);
 
 }  // namespace internal
 }  // namespace sentier
