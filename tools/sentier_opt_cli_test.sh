@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# sentier_opt_cli_test.sh — the command-line contract of sentier_opt: exit codes, messages that
+# name the bad file (file:line:col for rules), no partial outputs, and the JSON report.
+set -u
+RUN="${TEST_SRCDIR}/sentier"
+OPT="$RUN/tools/sentier_opt"
+MAKE="$RUN/tools/make_example_model"
+RULES="$RUN/patterns"
+T="${TEST_TMPDIR:-$(mktemp -d)}"
+fails=0
+passes=0
+
+check() {  # check NAME EXPECTED_EXIT GREP_PATTERN -- command...
+  local name="$1" want="$2" pattern="$3"
+  shift 4
+  "$@" >"$T/out.txt" 2>&1
+  local got=$?
+  if [[ "$got" != "$want" ]]; then
+    echo "FAIL $name: exit $got, want $want"; cat "$T/out.txt"; fails=$((fails + 1)); return
+  fi
+  if [[ -n "$pattern" ]] && ! grep -qE -- "$pattern" "$T/out.txt"; then
+    echo "FAIL $name: output lacks /$pattern/"; cat "$T/out.txt"; fails=$((fails + 1)); return
+  fi
+  passes=$((passes + 1))
+}
+
+"$MAKE" --model=waste --out_model="$T/model.pt" --out_inputs="$T/inputs.pt" || { echo "cannot make model"; exit 1; }
+
+# --list_rules: name<TAB>family<TAB>file:line, at least 12 vertical rules.
+check list_rules 0 "" -- "$OPT" --list_rules --rules="$RULES"
+n=$(grep -cP '^[a-z0-9_]+\tvertical\t[^\t]+\.rules:[0-9]+$' "$T/out.txt")
+if (( n < 12 )); then echo "FAIL list_rules: $n vertical rules"; fails=$((fails + 1)); fi
+
+# Success, with report: sha256 of the output matches the file written.
+check optimize 0 "rewrites" -- "$OPT" --input="$T/model.pt" --output="$T/opt.pt" --inputs="$T/inputs.pt" --rules="$RULES" --report="$T/report.json"
+want_sha=$(sha256sum "$T/opt.pt" | cut -d' ' -f1)
+grep -q "\"output_sha256\": \"$want_sha\"" "$T/report.json" || { echo "FAIL report sha256"; cat "$T/report.json"; fails=$((fails + 1)); }
+for key in rules_fingerprint applications nodes_before nodes_after optimize_ms input_sha256; do
+  grep -q "\"$key\"" "$T/report.json" || { echo "FAIL report lacks $key"; fails=$((fails + 1)); }
+done
+
+# Bad inputs: exit 2, the file named, no output written.
+rm -f "$T/bad_out.pt"
+check missing_input 2 "nope\.pt" -- "$OPT" --input="$T/nope.pt" --output="$T/bad_out.pt" --rules="$RULES"
+: >"$T/empty.pt"
+check empty_input 2 "empty\.pt.*empty" -- "$OPT" --input="$T/empty.pt" --output="$T/bad_out.pt" --rules="$RULES"
+head -c 300 "$T/model.pt" >"$T/truncated.pt"
+check truncated_input 2 "truncated\.pt" -- "$OPT" --input="$T/truncated.pt" --output="$T/bad_out.pt" --rules="$RULES"
+head -c 4096 /dev/urandom >"$T/random.pt"
+check random_input 2 "random\.pt" -- "$OPT" --input="$T/random.pt" --output="$T/bad_out.pt" --rules="$RULES"
+printf 'graph(%%x : Float(2, 3)):\n  %%y : Tensor = aten::relu(%%x\n' >"$T/broken.ir"
+check broken_ir 2 "broken\.ir" -- "$OPT" --input="$T/broken.ir" --output="$T/bad_out.ir" --rules="$RULES"
+check bad_samples 2 "random\.pt" -- "$OPT" --input="$T/model.pt" --output="$T/bad_out.pt" --inputs="$T/random.pt" --rules="$RULES"
+[[ -e "$T/bad_out.pt" || -e "$T/bad_out.ir" ]] && { echo "FAIL partial output left behind"; fails=$((fails + 1)); }
+ls "$T" | grep -q '\.tmp-' && { echo "FAIL temp file left behind"; fails=$((fails + 1)); }
+
+# Bad rule files: file:line:col, exit 2.
+printf 'rule r1\n  family vertical\n  description d\n  match\n    %%y = aten::catt(%%l, $d)\n  rewrite\n    replace %%y with %%l\nend\n' >"$T/unknown_op.rules"
+check unknown_op 2 "unknown_op\.rules:5:10: unknown operator 'aten::catt'" -- "$OPT" --list_rules --rules="$T/unknown_op.rules"
+printf 'rule r2\n  family vertical\n  description d\n  match\n    %%y = aten::relu(%%x)\n  where\n    bogus(%%x)\n  rewrite\n    replace %%y with %%x\nend\n' >"$T/unknown_fn.rules"
+check unknown_function 2 "unknown_fn\.rules:7:5: unknown function 'bogus'" -- "$OPT" --list_rules --rules="$T/unknown_fn.rules"
+printf 'rule r3\n  family vertical\n  description d\n  match\n    %%y = aten::relu(%%x)\n  rewrite\n    replace %%y with %%z\nend\n' >"$T/unknown_capture.rules"
+check unknown_capture 2 "unknown_capture\.rules:7:21: unknown capture '%z'" -- "$OPT" --list_rules --rules="$T/unknown_capture.rules"
+printf 'rule r4\n  family vertical\n  match\n    %%y = aten::relu(%%x\n' >"$T/syntax.rules"
+check syntax_error 2 "syntax\.rules:4:[0-9]+: expected" -- "$OPT" --list_rules --rules="$T/syntax.rules"
+check bad_rules_path 2 "no_such_dir" -- "$OPT" --input="$T/model.pt" --output="$T/bad_out.pt" --rules="$T/no_such_dir"
+
+# Bad usage.
+check unknown_flag 2 "unknown flag" -- "$OPT" --inptu=x
+check no_input 2 "--input is required" -- "$OPT" --output="$T/x.pt" --rules="$RULES"
+printf 'graph(%%x : Float(2, 3)):\n  %%y : Tensor = aten::relu(%%x)\n  return (%%y)\n' >"$T/ok.ir"
+check ir_to_pt 2 "needs a .pt input" -- "$OPT" --input="$T/ok.ir" --output="$T/x.pt" --rules="$RULES"
+check ir_to_ir 0 "rewrites" -- "$OPT" --input="$T/ok.ir" --output="$T/ok.out.ir" --rules="$RULES"
+check bad_enable 2 "bad --enable regex" -- "$OPT" --list_rules --rules="$RULES" --enable='('
+
+echo "$passes passed, $fails failed"
+(( fails == 0 ))
