@@ -1,0 +1,113 @@
+// rule_parser_test.cc — syntax of the rule language and its error locations.
+#include "passes/rule_parser.h"
+
+#include <gtest/gtest.h>
+
+namespace sentier {
+namespace {
+
+constexpr char kGood[] = R"(# a comment
+rule cat_of_pieces   # trailing comment
+  family vertical
+  description cat(split(x)) == x
+  match
+    %parts = aten::(split|chunk)(%x, _, $d)
+    %p... = prim::ListUnpack(%parts)
+    %l = prim::ListConstruct(%p...)
+    %y = aten::cat(%l, $d)
+    foreach %e, $k in %p...:
+      %e = prim::ListUnpack(%parts) @ $k
+  where
+    len(%p...) >= 2 and not ($d < 0)
+  rewrite
+    %r = aten::slice(%x, $d, 0, -1 + 2 * 3, 1)
+    replace %y with %r
+end
+)";
+
+TEST(RuleParserTest, ParsesAFullRule) {
+  auto rules = ParseRules(kGood, "good.rules");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_EQ(rules->size(), 1u);
+  const Rule& r = (*rules)[0];
+  EXPECT_EQ(r.name, "cat_of_pieces");
+  EXPECT_EQ(r.family, "vertical");
+  EXPECT_EQ(r.description, "cat(split(x)) == x");
+  EXPECT_EQ(r.loc.line, 2);
+  ASSERT_EQ(r.match.size(), 4u);
+  EXPECT_EQ(r.match[0].op, "aten::(split|chunk)");
+  EXPECT_EQ(r.match[0].args[1].kind, PatternArg::Kind::kWildcard);
+  EXPECT_EQ(r.match[0].args[2].kind, PatternArg::Kind::kConst);
+  EXPECT_TRUE(r.match[1].outputs[0].variadic);
+  EXPECT_TRUE(r.match[2].args[0].variadic);
+  ASSERT_EQ(r.foreach.size(), 1u);
+  EXPECT_EQ(r.foreach[0].element, "e");
+  EXPECT_EQ(r.foreach[0].sequence, "p");
+  EXPECT_EQ(r.foreach[0].per_element, std::vector<std::string>{"$k"});
+  EXPECT_EQ(r.foreach[0].nodes[0].output_index, "k");
+  ASSERT_EQ(r.where.size(), 1u);
+  EXPECT_EQ(r.where[0]->text, "and");
+  ASSERT_EQ(r.rewrite.size(), 2u);
+  EXPECT_EQ(r.rewrite[0].kind, RewriteStmt::Kind::kInsert);
+  EXPECT_EQ(r.rewrite[1].kind, RewriteStmt::Kind::kReplace);
+}
+
+TEST(RuleParserTest, PrecedenceMultiplicationBindsTighter) {
+  auto e = ParseExpression("1 + 2 * 3 == 7", "x", 1);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->text, "==");
+  EXPECT_EQ((*e)->args[0]->text, "+");
+  EXPECT_EQ((*e)->args[0]->args[1]->text, "*");
+}
+
+TEST(RuleParserTest, NormalizedTextIgnoresCommentsAndSpacing) {
+  auto a = ParseRules(kGood, "a.rules");
+  std::string spaced = std::string(kGood);
+  spaced.replace(spaced.find("  description"), 13, "\n# a new comment\n      description  ");
+  auto b = ParseRules(spaced, "b.rules");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)[0].normalized_text, (*b)[0].normalized_text);
+}
+
+struct BadCase {
+  const char* text;
+  const char* error;  // expected prefix of the message (file:line:col: ...)
+};
+
+class RuleParserErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(RuleParserErrorTest, NamesFileLineAndColumn) {
+  auto rules = ParseRules(GetParam().text, "bad.rules");
+  ASSERT_FALSE(rules.ok());
+  EXPECT_EQ(rules.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(rules.status().message()).rfind(GetParam().error, 0), 0u)
+      << rules.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, RuleParserErrorTest,
+    ::testing::Values(
+        BadCase{"bogus\n", "bad.rules:1:1: expected 'rule NAME'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n",
+                "bad.rules:1:1: rule 'r' is missing 'end'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x\n  "
+                "rewrite\n    replace %y with %x\nend\n",
+                "bad.rules:5:23: expected ')'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = relu(%x)\nend\n",
+                "bad.rules:5:10: expected an operator"},
+        BadCase{"rule r\n  family f\n  match\n    %y = aten::relu(%x)\n  rewrite\n    replace "
+                "%y with %x\nend\n",
+                "bad.rules:1:1: rule 'r' needs a 'description'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
+                "rewrite\n    replace %y %x\nend\n",
+                "bad.rules:7:16: expected 'with'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x...,"
+                " %z)\n  rewrite\n    replace %y with %x\nend\n",
+                "bad.rules:5:21: only the last input may be variadic"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
+                "where\n    $a ? 1\n  rewrite\n    replace %y with %x\nend\n",
+                "bad.rules:7:8: unexpected character '?'"},
+        BadCase{"rule r\n  family two words\n", "bad.rules:2:10: a family is one word"}));
+
+}  // namespace
+}  // namespace sentier
