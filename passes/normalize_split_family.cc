@@ -44,7 +44,8 @@ bool IsIntList(Value* v) {
 }
 
 // Replaces `n` by a node of kind `kind` with the given inputs; outputs keep their types.
-void ReplaceNode(Node* n, c10::Symbol kind, std::vector<torch::jit::NamedValue> inputs) {
+void ReplaceNode(Node* n, c10::Symbol kind, std::vector<torch::jit::NamedValue> inputs,
+                 const ShapeFacts* facts) {
   Graph* g = n->owningGraph();
   Value* out = nullptr;
   {
@@ -53,6 +54,7 @@ void ReplaceNode(Node* n, c10::Symbol kind, std::vector<torch::jit::NamedValue> 
   }
   out->setType(n->output()->type());
   n->output()->replaceAllUsesWith(out);
+  if (facts != nullptr) facts->Propagate(n->output(), out);
   n->destroy();
 }
 
@@ -76,17 +78,17 @@ bool NormalizeSpellings(Graph* g, const std::vector<Node*>& nodes, const ShapeFa
   for (Node* n : nodes) {
     c10::Symbol k = n->kind();
     if ((k == kConcat || k == kConcatenate) && n->inputs().size() == 2) {
-      ReplaceNode(n, c10::aten::cat, InputsOf(n));
+      ReplaceNode(n, c10::aten::cat, InputsOf(n), facts);
       changed = true;
     } else if (k == kUnsafeChunk && n->inputs().size() == 3) {
-      ReplaceNode(n, c10::aten::chunk, InputsOf(n));
+      ReplaceNode(n, c10::aten::chunk, InputsOf(n), facts);
       changed = true;
     } else if (k == kUnsafeSplitWithSizes && n->inputs().size() == 3) {
-      ReplaceNode(n, kSplitWithSizes, InputsOf(n));
+      ReplaceNode(n, kSplitWithSizes, InputsOf(n), facts);
       changed = true;
     } else if ((k == c10::aten::split || k == kUnsafeSplit) && n->inputs().size() == 3) {
       if (IsIntList(n->input(1))) {
-        ReplaceNode(n, kSplitWithSizes, InputsOf(n));
+        ReplaceNode(n, kSplitWithSizes, InputsOf(n), facts);
         changed = true;
         continue;
       }
@@ -101,7 +103,7 @@ bool NormalizeSpellings(Graph* g, const std::vector<Node*>& nodes, const ShapeFa
         WithInsertPoint guard(n);
         c = g->insertConstant(c10::IValue(sizes));
       }
-      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)});
+      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)}, facts);
       changed = true;
     } else if (k == c10::aten::chunk && n->inputs().size() == 3) {
       c10::optional<int64_t> chunks = ConstInt(n->input(1));
@@ -117,7 +119,7 @@ bool NormalizeSpellings(Graph* g, const std::vector<Node*>& nodes, const ShapeFa
         WithInsertPoint guard(n);
         c = g->insertConstant(c10::IValue(sizes));
       }
-      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)});
+      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)}, facts);
       changed = true;
     }
   }
@@ -247,6 +249,7 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, const Shape
         int64_t i = *idx < 0 ? *idx + *count : *idx;
         if (i < 0 || i >= *count) continue;
         user->output()->replaceAllUsesWith(unpack->output(i));
+        if (facts != nullptr) facts->Propagate(user->output(), unpack->output(i));
         user->destroy();
         changed = true;
       } else if (k == kLen && user->inputs().size() == 1) {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "passes/normalize_split_family.h"
+#include "passes/remove_dead_nodes.h"
 #include "passes/shape_facts.h"
 #include "passes/unroll_known_loops.h"
 
@@ -35,17 +36,22 @@ int64_t CountIn(const Block* b) {
 // unrolled body exposes constant indices); iterate a few times.
 void Canonicalize(const std::shared_ptr<Graph>& graph, const ShapeFacts* facts) {
   for (int i = 0; i < 8; ++i) {
-    bool changed = NormalizeSplitFamily(graph, facts);
-    changed |= UnrollKnownLoops(graph);
-    if (changed) {
+    bool normalized = NormalizeSplitFamily(graph, facts);
+    bool unrolled = UnrollKnownLoops(graph);
+    if (unrolled) {
+      // Unrolled bodies build lists by append and index them with loop counters: LibTorch's
+      // list and constant passes turn that into straight-line values. They build alias
+      // analyses, so they only run when a loop was unrolled.
       torch::jit::RemoveListMutation(graph);
       std::shared_ptr<Graph> g = graph;
       torch::jit::PeepholeOptimizeListIdioms(g);
       torch::jit::ConstantPropagation(g);
       torch::jit::ConstantPooling(graph);
       torch::jit::EliminateDeadCode(graph);
+    } else if (normalized) {
+      RemoveDeadNodes(graph);
     }
-    if (!changed) break;
+    if (!normalized && !unrolled) break;
   }
 }
 
@@ -81,9 +87,8 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
       Canonicalize(graph, facts_ptr);
       if (!ApplyRules(graph, rules, ro, &report.stats)) break;
     }
-    torch::jit::EliminateDeadCode(graph);
-    torch::jit::ConstantPooling(graph);
-    graph->lint();
+    RemoveDeadNodes(graph);
+    graph->lint();  // a rewrite that broke the graph must never reach a published artifact
   } catch (const std::exception& e) {
     std::string what = e.what();
     return absl::InternalError(

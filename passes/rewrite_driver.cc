@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdlib>
+#include <iostream>
 
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -16,7 +18,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "passes/internal/compiled_rule.h"
+#include "passes/remove_dead_nodes.h"
 
 namespace sentier {
 namespace {
@@ -39,6 +43,87 @@ bool MutatesSomething(const Node* n) {
 }
 
 bool IsPure(Node* n) { return !n->hasSideEffects() && !MutatesSomething(n); }
+
+// Batches the members of one group rule: members are collected in program order, bucketed by
+// block and key, and each bucket is cut greedily into groups whose members are independent
+// (every member's inputs are defined before any member's outputs are used; this also rules out
+// any dependence between members), at most max_group long. Members are matched again right
+// before their group is rewritten, since earlier groups may have replaced their inputs.
+bool ApplyGroupRule(const std::shared_ptr<Graph>& graph, const CompiledRule& rule,
+                    const RewriteOptions& options, const internal::LegalityCheck& legal,
+                    RewriteStats* stats) {
+  const std::string& name = rule.ast.name;
+  std::vector<Node*> nodes;
+  Collect(graph->block(), &nodes);
+  std::vector<std::string> bucket_order;
+  absl::flat_hash_map<std::string, std::vector<Node*>> buckets;
+  for (Node* n : nodes) {
+    if (!rule.nodes[rule.anchor].kinds.contains(n->kind())) continue;
+    internal::GroupMember m;
+    bool ok = internal::MatchGroupMember(rule, n, options.facts, &m);
+    if (std::getenv("SENTIER_DEBUG_GROUPS")) {
+      std::cerr << "group " << name << " candidate %" << n->output(0)->debugName() << " -> "
+                << (ok ? m.key : std::string("no match")) << "\n";
+    }
+    if (!ok) continue;
+    std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(n->owningBlock()), "#", m.key);
+    auto [it, inserted] = buckets.emplace(key, std::vector<Node*>());
+    if (inserted) bucket_order.push_back(key);
+    it->second.push_back(n);
+  }
+  bool changed = false;
+  for (const std::string& key : bucket_order) {
+    const std::vector<Node*>& anchors = buckets[key];
+    if (static_cast<int64_t>(anchors.size()) < rule.ast.min_group) continue;
+    std::vector<internal::GroupMember> group;
+    Node* last_def = nullptr;
+    Node* first_use = nullptr;
+    auto flush = [&] {
+      if (static_cast<int64_t>(group.size()) >= rule.ast.min_group) {
+        std::vector<internal::GroupMember*> ptrs;
+        for (auto& m : group) ptrs.push_back(&m);
+        std::string error;
+        internal::ApplyResult res = internal::ApplyGroup(rule, ptrs, options.facts, legal, &error);
+        if (res == internal::ApplyResult::kApplied) {
+          ++stats->applications[name];
+          stats->grouped_members[name] += static_cast<int64_t>(group.size());
+          changed = true;
+        } else if (res == internal::ApplyResult::kIllegal) {
+          ++stats->rejected[name];
+        } else if (res == internal::ApplyResult::kError) {
+          if (stats->errors[name]++ == 0) stats->first_error[name] = error;
+        }
+      }
+      group.clear();
+      last_def = nullptr;
+      first_use = nullptr;
+    };
+    for (Node* anchor : anchors) {
+      internal::GroupMember m;
+      // Matched again: an earlier group of this round may have rewired this member's inputs.
+      if (!internal::MatchGroupMember(rule, anchor, options.facts, &m)) continue;
+      if (absl::StrCat(reinterpret_cast<uintptr_t>(anchor->owningBlock()), "#", m.key) != key) continue;
+      Node* new_def = internal::IsBefore(last_def, m.last_input_def) ? m.last_input_def : last_def;
+      Node* new_use = first_use;
+      if (m.first_output_use != nullptr &&
+          (new_use == nullptr || m.first_output_use->isBefore(new_use))) {
+        new_use = m.first_output_use;
+      }
+      bool fits = new_use == nullptr || internal::IsBefore(new_def, new_use);
+      if (!group.empty() &&
+          (!fits || static_cast<int64_t>(group.size()) >= rule.ast.max_group)) {
+        flush();
+        new_def = m.last_input_def;
+        new_use = m.first_output_use;
+      }
+      group.push_back(std::move(m));
+      last_def = new_def;
+      first_use = new_use;
+    }
+    flush();
+  }
+  return changed;
+}
 
 }  // namespace
 
@@ -75,6 +160,10 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
     for (size_t r = 0; r < rules.size(); ++r) {
       const CompiledRule& rule = rules.compiled(r);
       const std::string& name = rule.ast.name;
+      if (rule.ast.is_group) {
+        changed |= ApplyGroupRule(graph, rule, options, legal, stats);
+        continue;
+      }
       // Anchor kinds in a fixed order (by name), so results never depend on hashing.
       std::vector<c10::Symbol> kinds(rule.nodes[rule.anchor].kinds.begin(),
                                      rule.nodes[rule.anchor].kinds.end());
@@ -106,7 +195,7 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
     ++stats->rounds;
     if (!changed) break;
     changed_any = true;
-    torch::jit::EliminateDeadCode(graph);
+    RemoveDeadNodes(graph);
     if (round + 1 == options.max_rounds) stats->hit_round_limit = true;
   }
   return changed_any;

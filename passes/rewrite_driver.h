@@ -32,7 +32,8 @@ struct RewriteOptions {
 };
 
 struct RewriteStats {
-  std::map<std::string, int64_t> applications;  // rule name -> times applied
+  std::map<std::string, int64_t> applications;  // rule name -> times applied (groups, for group rules)
+  std::map<std::string, int64_t> grouped_members;  // group rule name -> members batched in all
   std::map<std::string, int64_t> rejected;      // rule name -> matches refused by legality
   std::map<std::string, int64_t> errors;        // rule name -> rewrites that failed (unchanged)
   std::map<std::string, std::string> first_error;  // rule name -> the first failure's message

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sentier {
@@ -120,17 +121,27 @@ struct RewriteStmt {
   std::string output;  // kInsert/kUnpack: the name defined (without %)
   std::string op;      // kInsert: the operator; kCall: the builtin's name
   std::vector<ExprPtr> args;
+  // kInsert: keyword arguments (`alpha=$a`), required for keyword-only schema arguments.
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;
   ExprPtr from;  // kReplace
   ExprPtr to;    // kReplace
   SourceLoc loc;
 };
 
 // Rule: one parsed rule.
+//
+// A group rule (horizontal batching) writes `group` instead of `match`: its pattern is matched
+// once per member, members whose `key` expressions evaluate equal are batched together, and the
+// rewrite runs once per group with every per-member capture turned into a sequence (`%x...`).
 struct Rule {
   std::string name;
   std::string family;
   std::string description;
   SourceLoc loc;
+  bool is_group = false;              // `group` section instead of `match`
+  std::vector<ExprPtr> key;           // group rules: grouping key, one expression per line
+  int64_t min_group = 2;              // group rules: smallest group rewritten
+  int64_t max_group = 256;            // group rules: largest group (bigger buckets are cut)
   std::vector<PatternNode> match;     // in written order; the last one is the anchor
   std::vector<ForeachPattern> foreach;
   std::vector<ExprPtr> where;

@@ -167,6 +167,18 @@ Datum DatumFromIValue(const c10::IValue& iv) {
 }  // namespace
 
 c10::optional<Datum> DatumFromConstant(Value* v) {
+  if (v->node()->kind() == c10::prim::ListConstruct) {
+    // A list literal of constants (scripted `[64]`) is a constant too.
+    std::vector<Datum> items;
+    for (Value* in : v->node()->inputs()) {
+      c10::optional<Datum> d = DatumFromConstant(in);
+      if (!d || d->kind == Datum::Kind::kList || d->kind == Datum::Kind::kOpaque) return c10::nullopt;
+      items.push_back(*d);
+    }
+    Datum d = Datum::List(std::move(items));
+    d.value = v;
+    return d;
+  }
   if (v->node()->kind() != c10::prim::Constant) return c10::nullopt;
   c10::optional<c10::IValue> iv = torch::jit::toIValue(v);
   if (!iv) return c10::nullopt;
@@ -467,8 +479,27 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
     absl::Status s4 = CheckExpr(*w, names);
     if (!s4.ok()) return s4;
   }
+  if (r.is_group) {
+    if (r.key.empty()) return LocError(r.loc, "a group rule needs a 'key' section");
+    for (const ExprPtr& k : r.key) {
+      absl::Status s6 = CheckExpr(*k, names);
+      if (!s6.ok()) return s6;
+    }
+    // In a group's rewrite every per-member value is a sequence over the members (%x...), and
+    // a constant is the first member's (list it in the key when members must agree on it).
+    NameSet group_names;
+    for (const std::string& n : names) {
+      if (n[0] == '%' && n.size() > 3 && n.substr(n.size() - 3) == "...") continue;
+      group_names.insert(n[0] == '%' ? absl::StrCat(n, "...") : n);
+    }
+    names = std::move(group_names);
+  }
   for (const RewriteStmt& s : r.rewrite) {
     for (const ExprPtr& a : s.args) {
+      absl::Status s5 = CheckExpr(*a, names);
+      if (!s5.ok()) return s5;
+    }
+    for (const auto& [kw, a] : s.kwargs) {
       absl::Status s5 = CheckExpr(*a, names);
       if (!s5.ok()) return s5;
     }
@@ -1002,16 +1033,41 @@ class Rewriter {
               if (!d.ok()) return Fail(d.status());
               args.push_back(std::move(*d));
             }
-            Node* point = InsertPointFor(args, block);
+            std::vector<std::pair<std::string, Datum>> kwargs;
+            std::vector<Datum> all = args;
+            for (const auto& [kw, a] : s.kwargs) {
+              auto d = Eval(*a, ctx_);
+              if (!d.ok()) return Fail(d.status());
+              kwargs.emplace_back(kw, *d);
+              all.push_back(*d);
+            }
+            Node* point = InsertPointFor(all, block);
             torch::jit::WithInsertPoint guard(point);
-            std::vector<torch::jit::NamedValue> named;
+            std::vector<torch::jit::NamedValue> named, kwnamed;
             for (const Datum& d : args) {
               auto nv = ToNamedValue(d, g);
               if (!nv.ok()) return Fail(nv.status());
               named.push_back(*nv);
             }
-            Value* out = g->insert(c10::Symbol::fromQualString(s.op), named);
+            for (const auto& [kw, d] : kwargs) {
+              auto nv = ToNamedValue(d, g);
+              if (!nv.ok()) return Fail(nv.status());
+              kwnamed.emplace_back(kw, nv->value(*g));
+            }
+            Value* out = g->insert(c10::Symbol::fromQualString(s.op), named, kwnamed);
             Track(out->node());
+            // An overload reached only through an implicit conversion (a tensor passed where a
+            // Scalar goes) computes something else: refuse it.
+            for (Value* in : out->node()->inputs()) {
+              c10::Symbol k = in->node()->kind();
+              if (k == c10::aten::ScalarImplicit || k == c10::aten::IntImplicit ||
+                  k == c10::aten::FloatImplicit || k == c10::aten::ComplexImplicit) {
+                Track(in->node());
+                return Fail(absl::InvalidArgumentError(absl::StrCat(
+                    s.op, " matched only through an implicit ", k.toQualString(),
+                    " (pass keyword-only arguments as name=value)")));
+              }
+            }
             ctx_.bindings->values[s.output] = out;
             break;
           }
@@ -1116,6 +1172,10 @@ class Rewriter {
       if (d.kind == Datum::Kind::kValueSeq) {
         for (Value* v : d.values) consider(v);
       }
+      // Constants captured from the graph are reused as they are (ToNamedValue).
+      if (d.IsConstant() && d.value != nullptr && d.value->node()->kind() == c10::prim::Constant) {
+        consider(d.value);
+      }
     }
     if (latest == nullptr) return block->nodes().front();
     return latest->next();
@@ -1145,6 +1205,7 @@ class Rewriter {
         to->setType(from->type());
       }
       for (const torch::jit::Use& u : uses[k]) u.user->replaceInput(u.offset, to);
+      if (ctx_.facts != nullptr) ctx_.facts->Propagate(from, to);
     }
     return true;
   }
@@ -1171,6 +1232,151 @@ class Rewriter {
 };
 
 }  // namespace
+
+namespace {
+
+// Nodes that can be moved to an earlier point of their block without changing anything: constants,
+// attribute reads of the module, and int-list literals.
+bool Hoistable(Node* n) {
+  if (n->kind() == c10::prim::Constant) return true;
+  if (n->kind() == c10::prim::GetAttr) {
+    Value* obj = n->input(0);
+    return obj->node()->kind() == c10::prim::Param || Hoistable(obj->node());
+  }
+  if (n->kind() == c10::prim::ListConstruct) {
+    for (Value* v : n->inputs()) {
+      if (v->node()->kind() != c10::prim::Constant) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// Moves the definition of `v` (and what it needs) before `before`, when it is hoistable and in
+// `before`'s block; returns false when `v` is defined later and cannot move.
+bool HoistBefore(Value* v, Node* before) {
+  Node* n = v->node();
+  if (n->owningBlock() != before->owningBlock() || n->kind() == c10::prim::Param) return true;
+  if (n == before || n->isBefore(before)) return true;
+  if (!Hoistable(n)) return false;
+  for (Value* in : n->inputs()) {
+    if (!HoistBefore(in, before)) return false;
+  }
+  n->moveBefore(before);
+  return true;
+}
+
+Node* OwnerIn(Node* n, torch::jit::Block* block) {
+  while (n != nullptr && n->owningBlock() != block) {
+    torch::jit::Block* ob = n->owningBlock();
+    if (ob == nullptr || ob->owningNode() == nullptr) return nullptr;
+    n = ob->owningNode();
+  }
+  return n;
+}
+
+}  // namespace
+
+bool IsBefore(Node* a, Node* b) {
+  if (a == nullptr) return b != nullptr;
+  if (b == nullptr) return false;
+  return a->isBefore(b);
+}
+
+bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+                      GroupMember* out) {
+  if (!rule.nodes[rule.anchor].kinds.contains(anchor->kind())) return false;
+  GroupMember m;
+  m.anchor = anchor;
+  Matcher matcher(rule, &m.bindings);
+  if (!matcher.MatchAll(anchor)) return false;
+  EvalContext ctx;
+  ctx.graph = anchor->owningGraph();
+  ctx.anchor = anchor;
+  ctx.facts = facts;
+  ctx.bindings = &m.bindings;
+  for (const ExprPtr& w : rule.ast.where) {
+    auto d = Eval(*w, ctx);
+    if (!d.ok() || d->kind != Datum::Kind::kBool || !d->b) return false;
+  }
+  std::vector<std::string> key;
+  for (const ExprPtr& k : rule.ast.key) {
+    auto d = Eval(*k, ctx);
+    if (!d.ok()) return false;
+    key.push_back(d->DebugString());
+  }
+  m.key = absl::StrJoin(key, "|");
+  torch::jit::Block* block = anchor->owningBlock();
+  for (Node* n : m.bindings.matched_order) {
+    if (n->owningBlock() != block) return false;
+    for (Value* in : n->inputs()) {
+      if (m.bindings.matched.contains(in->node()) || Hoistable(in->node())) continue;
+      Node* def = DefinitionIn(in, block);
+      if (def != nullptr && IsBefore(m.last_input_def, def)) m.last_input_def = def;
+    }
+    for (Value* o : n->outputs()) {
+      for (const torch::jit::Use& u : o->uses()) {
+        if (m.bindings.matched.contains(u.user)) continue;
+        Node* user = OwnerIn(u.user, block);
+        if (user == nullptr || user->kind() == c10::prim::Return) continue;
+        if (m.first_output_use == nullptr || user->isBefore(m.first_output_use)) {
+          m.first_output_use = user;
+        }
+      }
+    }
+  }
+  *out = std::move(m);
+  return true;
+}
+
+ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& members,
+                       const ShapeFacts* facts, const LegalityCheck& legal, std::string* error) {
+  if (members.empty()) return ApplyResult::kNoMatch;
+  Node* anchor = members[0]->anchor;
+  torch::jit::Block* block = anchor->owningBlock();
+  Bindings combined;
+  Node* last_def = nullptr;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const GroupMember& m = *members[i];
+    if (m.anchor->owningBlock() != block) return ApplyResult::kNoMatch;
+    for (const auto& [name, v] : m.bindings.values) combined.seqs[name].push_back(v);
+    if (i == 0) combined.consts = m.bindings.consts;
+    for (Node* n : m.bindings.matched_order) {
+      if (!combined.matched.emplace(n, static_cast<int>(i)).second) return ApplyResult::kNoMatch;
+      combined.matched_order.push_back(n);
+    }
+    if (IsBefore(last_def, m.last_input_def)) last_def = m.last_input_def;
+  }
+  for (const GroupMember* m : members) {
+    if (m->first_output_use != nullptr && !IsBefore(last_def, m->first_output_use)) {
+      return ApplyResult::kNoMatch;
+    }
+  }
+  if (legal && !legal(combined.matched_order, anchor)) return ApplyResult::kIllegal;
+  // Movable inputs defined after the insertion point (attribute reads next to each member's op)
+  // move up to it, so the batched op can read them.
+  Node* before = last_def != nullptr ? last_def->next() : block->nodes().front();
+  for (Node* n : combined.matched_order) {
+    for (Value* in : n->inputs()) {
+      if (combined.matched.contains(in->node())) continue;
+      if (!HoistBefore(in, before)) return ApplyResult::kNoMatch;
+    }
+  }
+  EvalContext ctx;
+  ctx.graph = anchor->owningGraph();
+  ctx.anchor = anchor;
+  ctx.facts = facts;
+  ctx.bindings = &combined;
+  ctx.rule_name = rule.ast.name;
+  ctx.legal = [&](const std::vector<Node*>& nodes) { return !legal || legal(nodes, anchor); };
+  Rewriter rw(rule, ctx);
+  auto done = rw.Run();
+  if (!done.ok()) {
+    if (error != nullptr) *error = std::string(done.status().message());
+    return ApplyResult::kError;
+  }
+  return *done ? ApplyResult::kApplied : ApplyResult::kNoMatch;
+}
 
 ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
                      const LegalityCheck& legal, std::string* error) {

@@ -243,6 +243,55 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                  if (!s) return Err("size not known");
                  return Datum::Int(*s);
                }};
+  f["shape"] = {1, 1,
+                "shape(%v): the sizes of a tensor value on the sample inputs (all dims; needs "
+                "--inputs or a complete IR type)",
+                [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                  ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                  if (vs.size() != 1) return Err("shape() takes one value");
+                  std::vector<Datum> out;
+                  const TensorFact* f = ctx.facts != nullptr ? ctx.facts->Find(vs[0]) : nullptr;
+                  if (f != nullptr) {
+                    for (int64_t s : f->sizes) out.push_back(Datum::Int(s));
+                    return Datum::List(std::move(out));
+                  }
+                  auto t = vs[0]->type()->template cast<c10::TensorType>();
+                  auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
+                  if (!sizes) return Err("shape not known");
+                  for (int64_t s : *sizes) out.push_back(Datum::Int(s));
+                  return Datum::List(std::move(out));
+                }};
+  f["dtype"] = {1, 1, "dtype(%v): the dtype of a tensor value, as a string (\"Float\")",
+                [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                  ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                  if (vs.size() != 1) return Err("dtype() takes one value");
+                  const TensorFact* f = ctx.facts != nullptr ? ctx.facts->Find(vs[0]) : nullptr;
+                  if (f != nullptr) return Datum::Str(c10::toString(f->dtype));
+                  auto t = vs[0]->type()->template cast<c10::TensorType>();
+                  if (!t || !t->scalarType()) return Err("dtype not known");
+                  return Datum::Str(c10::toString(*t->scalarType()));
+                }};
+  f["is_none"] = {1, 1, "is_none(%v): the value is the constant None",
+                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                    if (a[0].kind == Datum::Kind::kNone) return Datum::Bool(true);
+                    ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                    for (Value* v : vs) {
+                      if (v->type()->kind() != c10::TypeKind::NoneType) return Datum::Bool(false);
+                    }
+                    return Datum::Bool(true);
+                  }};
+  f["sizes_at"] = {2, 2, "sizes_at(vs..., d): the static size of dim d of each value (a list)",
+                   [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                     ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                     ASSIGN_OR_RETURN_ERR(d, IntOf(a[1]));
+                     std::vector<Datum> out;
+                     for (Value* v : vs) {
+                       c10::optional<int64_t> s = StaticSize(v, d, ctx.facts);
+                       if (!s) return Err("size not known");
+                       out.push_back(Datum::Int(*s));
+                     }
+                     return Datum::List(std::move(out));
+                   }};
   f["spliced_cat_inputs"] = {
       2, 2,
       "spliced_cat_inputs(vs..., d): vs with every single-use aten::cat(list, d) element "

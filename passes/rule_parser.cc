@@ -531,7 +531,7 @@ class FileParser {
     std::vector<std::string> normalized = {absl::StrCat("rule ", rule.name)};
     ++line_no_;
 
-    enum class Section { kNone, kMatch, kWhere, kRewrite } section = Section::kNone;
+    enum class Section { kNone, kMatch, kKey, kWhere, kRewrite } section = Section::kNone;
     bool saw_match = false, saw_rewrite = false, saw_end = false;
     ForeachPattern* open_foreach = nullptr;
     int foreach_indent = 0;
@@ -557,6 +557,19 @@ class FileParser {
                      absl::StrCat("rule '", rule.name, "' (line ", start + 1,
                                   ") is missing 'end' before the next rule"));
       }
+      if (keyword == "min_group" || keyword == "max_group") {
+        std::string value(absl::StripAsciiWhitespace(trimmed.substr(keyword.size())));
+        int64_t v = 0;
+        if (!absl::SimpleAtoi(value, &v) || v < 1) {
+          return Error(line_no_, col + static_cast<int>(keyword.size()) + 1,
+                       absl::StrCat("'", keyword, "' needs a positive integer"));
+        }
+        (keyword == "min_group" ? rule.min_group : rule.max_group) = v;
+        normalized.push_back(absl::StrCat(keyword, " ", v));
+        section = Section::kNone;
+        ++line_no_;
+        continue;
+      }
       if (keyword == "description" || keyword == "family") {
         std::string value(absl::StripAsciiWhitespace(trimmed.substr(keyword.size())));
         if (value.empty()) return Error(line_no_, col, absl::StrCat("'", keyword, "' needs a value"));
@@ -576,11 +589,16 @@ class FileParser {
         ++line_no_;
         continue;
       }
-      if (trimmed == "match" || trimmed == "where" || trimmed == "rewrite") {
-        if (trimmed == "match") {
-          if (saw_match) return Error(line_no_, col, "a rule has one 'match' section");
+      if (trimmed == "match" || trimmed == "group" || trimmed == "key" || trimmed == "where" ||
+          trimmed == "rewrite") {
+        if (trimmed == "match" || trimmed == "group") {
+          if (saw_match) return Error(line_no_, col, "a rule has one 'match' or 'group' section");
           section = Section::kMatch;
           saw_match = true;
+          rule.is_group = trimmed == "group";
+        } else if (trimmed == "key") {
+          if (!rule.is_group) return Error(line_no_, col, "'key' belongs to a 'group' rule");
+          section = Section::kKey;
         } else if (trimmed == "where") {
           section = Section::kWhere;
         } else {
@@ -599,7 +617,8 @@ class FileParser {
       switch (section) {
         case Section::kNone:
           return ts.ErrorHere(absl::StrCat(
-              "expected 'family', 'description', 'match', 'where', 'rewrite' or 'end'",
+              "expected 'family', 'description', 'match', 'group', 'key', 'where', 'rewrite' "
+              "or 'end'",
               ts.Found()));
         case Section::kMatch: {
           int indent = IndentOf(line_no_);
@@ -624,11 +643,12 @@ class FileParser {
           }
           break;
         }
-        case Section::kWhere: {
+        case Section::kWhere:
+        case Section::kKey: {
           ExprParser ep(ts);
           SENTIER_ASSIGN_OR_RETURN(e, ep.Parse());
           SENTIER_RETURN_IF_ERROR(ts.ExpectEnd());
-          rule.where.push_back(e);
+          (section == Section::kKey ? rule.key : rule.where).push_back(e);
           break;
         }
         case Section::kRewrite: {
@@ -642,7 +662,15 @@ class FileParser {
     if (!saw_end) {
       return Error(start, 1, absl::StrCat("rule '", rule.name, "' is missing 'end'"));
     }
-    if (!saw_match) return Error(start, 1, absl::StrCat("rule '", rule.name, "' has no 'match' section"));
+    if (!saw_match) {
+      return Error(start, 1, absl::StrCat("rule '", rule.name, "' has no 'match' or 'group' section"));
+    }
+    if (rule.is_group && !rule.foreach.empty()) {
+      return Error(start, 1, absl::StrCat("group rule '", rule.name, "' cannot use 'foreach'"));
+    }
+    if (rule.min_group > rule.max_group) {
+      return Error(start, 1, absl::StrCat("rule '", rule.name, "': min_group > max_group"));
+    }
     if (rule.match.empty()) {
       return Error(start, 1, absl::StrCat("rule '", rule.name, "' has an empty 'match' section"));
     }
@@ -872,15 +900,34 @@ class FileParser {
       }
     }
     SENTIER_RETURN_IF_ERROR(ts.Expect("("));
-    SENTIER_RETURN_IF_ERROR(ParseArgList(ts, &stmt.args));
+    SENTIER_RETURN_IF_ERROR(ParseArgList(
+        ts, &stmt.args, stmt.kind == RewriteStmt::Kind::kInsert ? &stmt.kwargs : nullptr));
     SENTIER_RETURN_IF_ERROR(ts.ExpectEnd());
     return stmt;
   }
 
-  // Parses `a, b, c)` (the opening parenthesis already consumed).
-  absl::Status ParseArgList(TokenStream& ts, std::vector<ExprPtr>* out) {
+  // Parses `a, b, name=c)` (the opening parenthesis already consumed). Keyword arguments are
+  // accepted when `kwargs` is given, and only after the positional ones.
+  absl::Status ParseArgList(TokenStream& ts, std::vector<ExprPtr>* out,
+                            std::vector<std::pair<std::string, ExprPtr>>* kwargs = nullptr) {
     if (!ts.IsPunct(")")) {
       while (true) {
+        if (ts.Peek().kind == Token::Kind::kIdent && ts.IsPunct("=", 1)) {
+          if (kwargs == nullptr) return ts.ErrorHere("keyword arguments are for operators only");
+          std::string name = ts.Next().text;
+          ts.Next();  // '='
+          ExprParser ep(ts);
+          SENTIER_ASSIGN_OR_RETURN(e, ep.Parse());
+          kwargs->emplace_back(name, e);
+          if (ts.IsPunct(",")) {
+            ts.Next();
+            continue;
+          }
+          break;
+        }
+        if (kwargs != nullptr && !kwargs->empty()) {
+          return ts.ErrorHere("a positional argument cannot follow a keyword argument");
+        }
         ExprParser ep(ts);
         SENTIER_ASSIGN_OR_RETURN(e, ep.Parse());
         out->push_back(e);

@@ -24,6 +24,13 @@ const TensorFact* ShapeFacts::Find(const Value* v) const {
   return it == facts_.end() ? nullptr : &it->second;
 }
 
+void ShapeFacts::Propagate(const Value* from, const Value* to) const {
+  auto it = facts_.find(from->unique());
+  if (it == facts_.end() || facts_.contains(to->unique())) return;
+  TensorFact copy = it->second;  // copied first: inserting may rehash and move `it`
+  facts_[to->unique()] = std::move(copy);
+}
+
 c10::optional<int64_t> ShapeFacts::StaticRank(const Value* v) const {
   if (const TensorFact* f = Find(v)) return static_cast<int64_t>(f->sizes.size());
   auto t = v->type()->cast<c10::TensorType>();

@@ -51,8 +51,12 @@ class ShapeFacts {
   c10::optional<int64_t> StaticSize(const torch::jit::Value* v, int64_t dim) const;
   size_t size() const { return facts_.size(); }
 
+  // Propagate: `to` replaced `from` in a rewrite whose identity makes them equal, so `to` gets
+  // `from`'s fact. Const: it adds knowledge about a new value and changes no existing fact.
+  void Propagate(const torch::jit::Value* from, const torch::jit::Value* to) const;
+
  private:
-  absl::flat_hash_map<size_t, TensorFact> facts_;
+  mutable absl::flat_hash_map<size_t, TensorFact> facts_;
 };
 
 // RecordShapeFacts: runs `graph` on `inputs` (graph inputs in order; for a method graph the first

@@ -2,9 +2,13 @@
 #include "runtime/graph_runner.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -80,6 +84,32 @@ absl::StatusOr<std::vector<c10::IValue>> RunGraph(const std::shared_ptr<Graph>& 
     return absl::InvalidArgumentError(
         absl::StrCat("running the graph failed: ", what.substr(0, what.find('\n'))));
   }
+}
+
+namespace {
+thread_local int64_t aten_op_count = 0;
+
+std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
+  if (std::strncmp(fn.name(), "aten::", 6) == 0) ++aten_op_count;
+  return nullptr;
+}
+}  // namespace
+
+absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
+                                     const std::vector<c10::IValue>& inputs) {
+  c10::NoGradGuard no_grad;
+  std::vector<c10::IValue> cloned = CloneInputs(inputs, false);
+  // Warm-up run first, so one-time work is not counted.
+  auto warm = RunGraph(graph, cloned);
+  if (!warm.ok()) return warm.status();
+  cloned = CloneInputs(inputs, false);
+  aten_op_count = 0;
+  at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(CountOp).scopes({at::RecordScope::FUNCTION}));
+  auto run = RunGraph(graph, cloned);
+  at::removeCallback(handle);
+  if (!run.ok()) return run.status();
+  return aten_op_count;
 }
 
 absl::Status CompareIValues(const c10::IValue& a, const c10::IValue& b, const std::string& where,

@@ -48,6 +48,11 @@ absl::Status CompareGraphs(const std::shared_ptr<torch::jit::Graph>& reference,
                            const std::shared_ptr<torch::jit::Graph>& candidate,
                            const std::vector<c10::IValue>& inputs, const CompareOptions& options);
 
+// CountAtenOps: aten operators executed by one run of `graph` on `inputs` (nested calls
+// included), counted with RecordFunction callbacks: the CPU proxy for GPU kernel launches.
+absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<torch::jit::Graph>& graph,
+                                     const std::vector<c10::IValue>& inputs);
+
 // CompareIValues: structural comparison of nested tuples/lists of tensors.
 absl::Status CompareIValues(const c10::IValue& a, const c10::IValue& b, const std::string& where,
                             const CompareOptions& options);

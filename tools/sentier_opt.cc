@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "passes/optimizer.h"
+#include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
 
 DEFINE_string(input, "", "model to optimize: a TorchScript archive (.pt) or text IR (.ir)");
@@ -106,6 +107,9 @@ int Run() {
       if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
     }
   }
+  // Executed aten ops per forward (CPU proxy for kernel launches), before and after.
+  std::shared_ptr<torch::jit::Graph> before_copy;
+  if (opts.sample_inputs != nullptr) before_copy = model->graph->copy();
   auto report = sentier::OptimizeGraph(model->graph, **rules, opts);
   if (!report.ok()) return Fail(kInternal, std::string(report.status().message()));
   if (FLAGS_print_ir_after) std::cout << "// ----- IR after sentier -----\n" << model->graph->toString();
@@ -121,6 +125,15 @@ int Run() {
   }
   auto output_sha = sentier::Sha256OfFile(FLAGS_output);
 
+  int64_t ops_before = -1, ops_after = -1;
+  if (before_copy != nullptr) {
+    auto b = sentier::CountAtenOps(before_copy, samples);
+    auto a = sentier::CountAtenOps(model->graph, samples);
+    if (b.ok() && a.ok()) {
+      ops_before = *b;
+      ops_after = *a;
+    }
+  }
   std::vector<std::string> fired;
   int64_t total = 0;
   for (const auto& [name, n] : report->stats.applications) {
@@ -130,7 +143,11 @@ int Run() {
   std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": " << total
             << " rewrites (" << (fired.empty() ? "none" : absl::StrJoin(fired, ", "))
             << "); nodes " << report->nodes_before << " -> " << report->nodes_after << "; "
-            << absl::StrFormat("%.1f", report->optimize_ms) << " ms\n";
+            << absl::StrFormat("%.1f", report->optimize_ms) << " ms"
+            << (ops_before >= 0 ? absl::StrCat("; aten ops per forward ", ops_before, " -> ",
+                                               ops_after)
+                                : std::string())
+            << "\n";
   for (const auto& [name, n] : report->stats.errors) {
     std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n
               << " time(s): " << report->stats.first_error[name] << "\n";
@@ -157,6 +174,12 @@ int Run() {
     j["nodes_before"] = report->nodes_before;
     j["nodes_after"] = report->nodes_after;
     j["rounds"] = report->stats.rounds;
+    if (ops_before >= 0) {
+      j["aten_ops_per_forward_before"] = ops_before;
+      j["aten_ops_per_forward_after"] = ops_after;
+    }
+    j["grouped_members"] = nlohmann::json::object();
+    for (const auto& [name, n] : report->stats.grouped_members) j["grouped_members"][name] = n;
     j["hit_round_limit"] = report->stats.hit_round_limit;
     j["shape_facts"] = report->shape_facts;
     if (!report->shape_facts_error.empty()) j["shape_facts_error"] = report->shape_facts_error;

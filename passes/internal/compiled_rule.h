@@ -54,6 +54,29 @@ using LegalityCheck = std::function<bool(const std::vector<Node*>& matched, Node
 ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
                      const LegalityCheck& legal, std::string* error = nullptr);
 
+// GroupMember: one match of a group rule's pattern, with its key and the span it occupies in its
+// block: every new node of a group must come after each member's last input definition and
+// before each member's first output use.
+struct GroupMember {
+  Node* anchor = nullptr;
+  Bindings bindings;
+  std::string key;
+  Node* last_input_def = nullptr;    // nullptr: all inputs at block start (or movable there)
+  Node* first_output_use = nullptr;  // nullptr: only the graph's return uses the outputs
+};
+
+// MatchGroupMember: matches a group rule's pattern and `where` lines at `anchor` and evaluates
+// its key; false when it does not match or the key cannot be evaluated.
+bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+                      GroupMember* out);
+
+// ApplyGroup: rewrites `members` (same block, same key, independent) as one group.
+ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& members,
+                       const ShapeFacts* facts, const LegalityCheck& legal, std::string* error);
+
+// IsBefore: program order of two nodes of one block (nullptr = block start).
+bool IsBefore(Node* a, Node* b);
+
 }  // namespace internal
 }  // namespace sentier
 

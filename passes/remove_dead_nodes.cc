@@ -1,0 +1,47 @@
+// remove_dead_nodes.cc — backward sweep deleting unused, effect-free nodes (see the header).
+#include "passes/remove_dead_nodes.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+
+namespace sentier {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Node;
+
+bool Removable(Node* n) {
+  if (!n->blocks().empty()) return false;
+  for (const torch::jit::Value* o : n->outputs()) {
+    if (o->hasUses()) return false;
+  }
+  if (n->kind() == c10::prim::Constant) return true;
+  try {
+    if (n->hasSideEffects()) return false;
+  } catch (const std::exception&) {
+    return false;  // an op LibTorch cannot classify: keep it
+  }
+  const c10::FunctionSchema* schema = n->maybeSchema();
+  if (schema != nullptr && schema->is_mutable()) return false;
+  if (schema == nullptr && !n->kind().is_prim()) return false;
+  return true;
+}
+
+bool Sweep(Block* b) {
+  bool changed = false;
+  for (auto it = b->nodes().rbegin(); it != b->nodes().rend();) {
+    Node* n = *it;
+    ++it;  // advance first: destroying n must not invalidate the iterator
+    for (Block* sub : n->blocks()) changed |= Sweep(sub);
+    if (Removable(n)) {
+      n->destroy();
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
+bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph) { return Sweep(graph->block()); }
+
+}  // namespace sentier

@@ -1,0 +1,25 @@
+// remove_dead_nodes.h — dead code removal without alias analysis.
+//
+// RemoveDeadNodes deletes nodes whose outputs are all unused and that cannot have an effect:
+// no side effects, no mutable schema, no nested blocks. One backward sweep per block removes
+// whole dead chains. It is what rewrites leave behind (pieces of a split that is now unused),
+// found in time linear in the graph, where LibTorch's EliminateDeadCode builds an AliasDb first.
+// Returns whether the graph changed.
+#ifndef SENTIER_PASSES_REMOVE_DEAD_NODES_H_
+#define SENTIER_PASSES_REMOVE_DEAD_NODES_H_
+
+#include <memory>
+
+namespace torch {
+namespace jit {
+struct Graph;
+}  // namespace jit
+}  // namespace torch
+
+namespace sentier {
+
+bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph);
+
+}  // namespace sentier
+
+#endif  // SENTIER_PASSES_REMOVE_DEAD_NODES_H_
