@@ -71,7 +71,7 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
     ShapeFacts facts;
     const ShapeFacts* facts_ptr = nullptr;
     if (options.sample_inputs != nullptr) {
-      auto recorded = RecordShapeFacts(graph, *options.sample_inputs);
+      auto recorded = RecordShapeFacts(graph, *options.sample_inputs, options.fixed_inputs);
       if (recorded.ok()) {
         facts = std::move(*recorded);
         facts_ptr = &facts;

@@ -32,6 +32,8 @@ namespace sentier {
 struct OptimizeOptions {
   int max_rounds = 16;
   const std::vector<c10::IValue>* sample_inputs = nullptr;
+  // fixed_inputs[i]: graph input i does not follow the batch size (see RecordShapeFacts).
+  std::vector<bool> fixed_inputs;
 };
 
 struct OptimizeReport {

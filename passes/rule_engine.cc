@@ -1252,17 +1252,19 @@ bool Hoistable(Node* n) {
   return false;
 }
 
-// Moves the definition of `v` (and what it needs) before `before`, when it is hoistable and in
-// `before`'s block; returns false when `v` is defined later and cannot move.
-bool HoistBefore(Value* v, Node* before) {
+// Moves the definition of `v` (and what it needs) right after `*cursor` in `*cursor`'s block,
+// advancing the cursor, when it is hoistable and defined later; returns false when `v` is defined
+// later and cannot move. Inputs move first, so every moved node follows what it reads.
+bool HoistAfter(Value* v, Node** cursor) {
   Node* n = v->node();
-  if (n->owningBlock() != before->owningBlock() || n->kind() == c10::prim::Param) return true;
-  if (n == before || n->isBefore(before)) return true;
+  if (n->owningBlock() != (*cursor)->owningBlock() || n->kind() == c10::prim::Param) return true;
+  if (n == *cursor || n->isBefore(*cursor)) return true;
   if (!Hoistable(n)) return false;
   for (Value* in : n->inputs()) {
-    if (!HoistBefore(in, before)) return false;
+    if (!HoistAfter(in, cursor)) return false;
   }
-  n->moveBefore(before);
+  n->moveAfter(*cursor);
+  *cursor = n;
   return true;
 }
 
@@ -1355,11 +1357,11 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
   if (legal && !legal(combined.matched_order, anchor)) return ApplyResult::kIllegal;
   // Movable inputs defined after the insertion point (attribute reads next to each member's op)
   // move up to it, so the batched op can read them.
-  Node* before = last_def != nullptr ? last_def->next() : block->nodes().front();
+  Node* cursor = last_def != nullptr ? last_def : block->param_node();
   for (Node* n : combined.matched_order) {
     for (Value* in : n->inputs()) {
       if (combined.matched.contains(in->node())) continue;
-      if (!HoistBefore(in, before)) return ApplyResult::kNoMatch;
+      if (!HoistAfter(in, &cursor)) return ApplyResult::kNoMatch;
     }
   }
   EvalContext ctx;

@@ -98,7 +98,8 @@ absl::StatusOr<std::vector<c10::IValue>> RunProbed(const std::shared_ptr<Graph>&
 }  // namespace
 
 absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
-                                            const std::vector<c10::IValue>& inputs) {
+                                            const std::vector<c10::IValue>& inputs,
+                                            const std::vector<bool>& fixed_inputs) {
   std::vector<Value*> probes;
   for (Value* v : graph->inputs()) {
     if (v->type()->kind() == c10::TypeKind::TensorType) probes.push_back(v);
@@ -112,8 +113,10 @@ absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
   if (!first.ok()) return first.status();
   // Second run at twice the batch size.
   std::vector<c10::IValue> doubled;
-  for (const c10::IValue& iv : inputs) {
-    if (iv.isTensor() && iv.toTensor().dim() >= 1) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& iv = inputs[i];
+    bool fixed = i < fixed_inputs.size() && fixed_inputs[i];
+    if (!fixed && iv.isTensor() && iv.toTensor().dim() >= 1) {
       doubled.push_back(at::cat({iv.toTensor(), iv.toTensor()}, 0));
     } else {
       doubled.push_back(iv);

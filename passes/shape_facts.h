@@ -61,8 +61,11 @@ class ShapeFacts {
 
 // RecordShapeFacts: runs `graph` on `inputs` (graph inputs in order; for a method graph the first
 // is the module object) and records facts for its top-level tensor values.
+// `fixed_inputs[i]` true: input i does not follow the batch (e.g. a parameter passed as an
+// input) and is not doubled in the second run.
 absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<torch::jit::Graph>& graph,
-                                            const std::vector<c10::IValue>& inputs);
+                                            const std::vector<c10::IValue>& inputs,
+                                            const std::vector<bool>& fixed_inputs = {});
 
 }  // namespace sentier
 

@@ -5,6 +5,7 @@
 //   # FIRES: <rule>        the rule must fire at least once
 //   # NOT-FIRES: <rule>    the rule must not fire (negative case)
 //   # CHECK...: ...        FileCheck lines, run on the optimized graph
+// Inputs named %param_* are parameters passed as inputs: they do not follow the batch size.
 // Every file is also a numeric test: the original and the optimized graph run on the same random
 // inputs (and at twice the batch size, when the original accepts it); outputs and gradients of
 // every floating input must agree within float32 tolerance.
@@ -102,6 +103,7 @@ Outcome Optimize(const std::string& file, const Case& c) {
   EXPECT_TRUE(rules.ok()) << rules.status();
   OptimizeOptions opts;
   opts.sample_inputs = &o.inputs;
+  opts.fixed_inputs = ParamInputs(*o.original);
   auto report = OptimizeGraph(o.optimized, **rules, opts);
   EXPECT_TRUE(report.ok()) << report.status();
   if (report.ok()) o.report = *report;

@@ -17,8 +17,18 @@ namespace sentier {
 
 using torch::jit::Graph;
 
+std::vector<bool> ParamInputs(const Graph& graph) {
+  std::vector<bool> out;
+  for (const torch::jit::Value* v : graph.inputs()) {
+    out.push_back(v->debugName().rfind("param_", 0) == 0);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const Graph& graph, uint64_t seed,
                                                           int64_t batch_scale) {
+  std::vector<bool> params = ParamInputs(graph);
+  size_t index = 0;
   at::Generator gen = at::detail::createCPUGenerator(seed);
   std::vector<c10::IValue> out;
   for (const torch::jit::Value* v : graph.inputs()) {
@@ -29,7 +39,8 @@ absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const Graph& graph, uin
           "graph input %", v->debugName(), " needs a complete tensor type such as Float(4, 12)"));
     }
     std::vector<int64_t> shape = *sizes;
-    if (!shape.empty()) shape[0] *= batch_scale;
+    if (!shape.empty() && !params[index]) shape[0] *= batch_scale;
+    ++index;
     c10::ScalarType st = *t->scalarType();
     auto opts = at::TensorOptions().dtype(st);
     if (c10::isFloatingType(st)) {

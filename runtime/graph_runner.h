@@ -27,7 +27,10 @@ struct Graph;
 namespace sentier {
 
 // RandomInputsFor: one tensor per graph input from its complete type (`Float(4, 12)`, `Long(8)`),
-// normal floats and small non-negative ints; dim 0 is multiplied by `batch_scale`.
+// normal floats and small non-negative ints; dim 0 is multiplied by `batch_scale`, except for
+// inputs named `param_*` (parameters passed as inputs in test graphs: they have no batch dim).
+// IsParamInput tells which those are.
+std::vector<bool> ParamInputs(const torch::jit::Graph& graph);
 absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const torch::jit::Graph& graph,
                                                           uint64_t seed, int64_t batch_scale);
 
