@@ -99,11 +99,17 @@ absl::StatusOr<std::vector<c10::IValue>> RunGraph(const std::shared_ptr<Graph>& 
 
 namespace {
 thread_local int64_t aten_op_count = 0;
+thread_local int64_t op_depth = 0;
 
+// Counts top-level aten ops only: ops that an op calls internally (empty, as_strided, the addmm
+// inside linear) are not separate launches of the graph.
 std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
-  if (std::strncmp(fn.name(), "aten::", 6) == 0) ++aten_op_count;
+  if (op_depth == 0 && std::strncmp(fn.name(), "aten::", 6) == 0) ++aten_op_count;
+  ++op_depth;
   return nullptr;
 }
+
+void EndOp(const at::RecordFunction&, at::ObserverContext*) { --op_depth; }
 }  // namespace
 
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
@@ -115,8 +121,9 @@ absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
   if (!warm.ok()) return warm.status();
   cloned = CloneInputs(inputs, false);
   aten_op_count = 0;
+  op_depth = 0;
   at::CallbackHandle handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(CountOp).scopes({at::RecordScope::FUNCTION}));
+      at::RecordFunctionCallback(CountOp, EndOp).scopes({at::RecordScope::FUNCTION}));
   auto run = RunGraph(graph, cloned);
   at::removeCallback(handle);
   if (!run.ok()) return run.status();

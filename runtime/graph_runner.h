@@ -51,8 +51,9 @@ absl::Status CompareGraphs(const std::shared_ptr<torch::jit::Graph>& reference,
                            const std::shared_ptr<torch::jit::Graph>& candidate,
                            const std::vector<c10::IValue>& inputs, const CompareOptions& options);
 
-// CountAtenOps: aten operators executed by one run of `graph` on `inputs` (nested calls
-// included), counted with RecordFunction callbacks: the CPU proxy for GPU kernel launches.
+// CountAtenOps: top-level aten operators executed by one run of `graph` on `inputs` (calls an
+// operator makes internally are not counted), with RecordFunction callbacks: the CPU proxy for
+// GPU kernel launches.
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<torch::jit::Graph>& graph,
                                      const std::vector<c10::IValue>& inputs);
 

@@ -5,6 +5,7 @@
 // outputs at the sample batch size and at another one, and gradients of every parameter (matched
 // by name) under a fixed random projection of the outputs.
 #include <cstdio>
+#include <iostream>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -142,6 +143,59 @@ TEST(ModelEndToEndTest, WasteModelLosesItsSplitCatWaste) {
   EXPECT_EQ(splits, 1) << graph->toString();
   EXPECT_EQ(cats, 1) << graph->toString();
   EXPECT_EQ(selects, 0) << graph->toString();
+}
+
+}  // namespace
+}  // namespace sentier
+
+namespace sentier {
+namespace {
+
+// The towers model must come out in the batched-chain form: one baddbmm per layer on the stacked
+// tensor, no unbind/stack between groups, no split or cat around them; its executed aten-op
+// count within 2x of the same towers batched by hand (parameters pre-stacked).
+TEST(HorizontalTest, FeatureTowersComeOutAsOneBatchedChain) {
+  ASSERT_NE(Library(), nullptr);
+  torch::jit::Module towers = MakeFeatureTowers(8, 0, /*batched=*/false);
+  torch::jit::Module hand = MakeFeatureTowers(8, 0, /*batched=*/true);
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  at::Tensor x = at::randn({64, 8 * 32}, gen);
+  auto graph = towers.get_method("forward").graph()->copy();
+  std::vector<c10::IValue> samples = {towers._ivalue(), x};
+  OptimizeOptions opts;
+  opts.sample_inputs = &samples;
+  auto report = OptimizeGraph(graph, *Library(), opts);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, int> kinds;
+  for (const torch::jit::Node* n : graph->nodes()) ++kinds[n->kind().toQualString()];
+  SCOPED_TRACE(graph->toString());
+  EXPECT_EQ(kinds["aten::linear"], 0);
+  EXPECT_EQ(kinds["aten::baddbmm"], 2);
+  EXPECT_EQ(kinds["aten::tanh"], 1);
+  EXPECT_EQ(kinds["aten::layer_norm"], 1);
+  EXPECT_EQ(kinds["aten::relu"], 1);
+  EXPECT_EQ(kinds["aten::unbind"], 0);
+  EXPECT_EQ(kinds["aten::cat"], 0);
+  EXPECT_EQ(kinds["aten::split_with_sizes"], 0);
+
+  auto optimized_ops = CountAtenOps(graph, samples);
+  auto original_ops = CountAtenOps(towers.get_method("forward").graph(), samples);
+  auto hand_ops = CountAtenOps(hand.get_method("forward").graph(), {hand._ivalue(), x});
+  ASSERT_TRUE(optimized_ops.ok() && original_ops.ok() && hand_ops.ok());
+  EXPECT_LE(*optimized_ops, 2 * *hand_ops)
+      << "optimized " << *optimized_ops << ", hand-batched " << *hand_ops << ", original "
+      << *original_ops;
+  EXPECT_LT(*optimized_ops, *original_ops);
+  std::cout << "aten ops per forward: original " << *original_ops << ", optimized "
+            << *optimized_ops << ", hand-batched " << *hand_ops << "\n";
+
+  // Same numbers as the hand-batched model (same parameters, stacked).
+  auto a = RunGraph(graph, samples);
+  auto b = RunGraph(hand.get_method("forward").graph(), {hand._ivalue(), x});
+  ASSERT_TRUE(a.ok() && b.ok());
+  CompareOptions cmp;
+  cmp.rtol = 1e-5;
+  EXPECT_TRUE(CompareIValues((*a)[0], (*b)[0], "output", cmp).ok());
 }
 
 }  // namespace
