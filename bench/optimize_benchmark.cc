@@ -9,11 +9,16 @@
 //   bazel run -c opt //bench:optimize_benchmark -- --benchmark_min_time=0.1
 //
 // Project goal: 100k nodes optimized in <= 1 s on one core, cost growing linearly with size.
+//
+// A second family times the horizontal group search: K parallel "towers"
+// (split piece -> linear -> tanh -> relu, weights as graph inputs, one final cat), with sample
+// inputs so group rules have shape facts. K scales the number of group candidates (3K).
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/irparser.h>
@@ -203,6 +208,37 @@ const absl::StatusOr<std::shared_ptr<const sentier::RuleSet>>& Rules() {
   return *rules;
 }
 
+// K towers over one input (parameters as graph inputs):
+//   graph(%x : Float(8, 4K), %param_w_0 : Float(6, 4), %param_b_0 : Float(6), ...):
+//     %parts = aten::split(%x, 4, 1); %p_0, ..., %p_{K-1} = prim::ListUnpack(%parts)
+//     per tower i: %l_i = aten::linear(%p_i, %param_w_i, %param_b_i); %t_i = aten::tanh(%l_i);
+//                  %r_i = aten::relu(%t_i)
+//     return aten::cat([%r_0, ..., %r_{K-1}], 1)
+// 3K + 4 non-constant nodes; 3K group candidates (K each for batch_linear, batch_tanh,
+// batch_relu).
+std::string BuildTowers(int64_t k) {
+  std::string out = absl::StrCat("graph(%x : Float(8, ", 4 * k, ")");
+  for (int64_t i = 0; i < k; ++i) {
+    absl::StrAppend(&out, ", %param_w_", i, " : Float(6, 4), %param_b_", i, " : Float(6)");
+  }
+  absl::StrAppend(&out, "):\n");
+  absl::StrAppend(&out, "  %c1 : int = prim::Constant[value=1]()\n");
+  absl::StrAppend(&out, "  %c4 : int = prim::Constant[value=4]()\n");
+  absl::StrAppend(&out, "  %parts : Tensor[] = aten::split(%x, %c4, %c1)\n  ");
+  for (int64_t i = 0; i < k; ++i) absl::StrAppend(&out, i ? ", " : "", "%p_", i, " : Tensor");
+  absl::StrAppend(&out, " = prim::ListUnpack(%parts)\n");
+  for (int64_t i = 0; i < k; ++i) {
+    absl::StrAppend(&out, "  %l_", i, " : Tensor = aten::linear(%p_", i, ", %param_w_", i,
+                    ", %param_b_", i, ")\n");
+    absl::StrAppend(&out, "  %t_", i, " : Tensor = aten::tanh(%l_", i, ")\n");
+    absl::StrAppend(&out, "  %r_", i, " : Tensor = aten::relu(%t_", i, ")\n");
+  }
+  absl::StrAppend(&out, "  %rs : Tensor[] = prim::ListConstruct(");
+  for (int64_t i = 0; i < k; ++i) absl::StrAppend(&out, i ? ", " : "", "%r_", i);
+  absl::StrAppend(&out, ")\n  %y : Tensor = aten::cat(%rs, %c1)\n  return (%y)\n");
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Benchmarks
 
@@ -281,6 +317,80 @@ BENCHMARK(BM_OptimizeWithMutation)
     ->Arg(1000)
     ->Arg(10000)
     ->Arg(100000)
+    ->Unit(benchmark::kMillisecond);
+
+// Group search: K towers, with sample inputs (x with batch 8, random weights) and the weights
+// marked as fixed inputs. Timed: OptimizeGraph, including recording shape facts (two runs of
+// the graph on the sample inputs).
+void BM_OptimizeGroupSearchTowers(benchmark::State& state) {
+  const auto& rules = Rules();
+  if (!rules.ok()) {
+    state.SkipWithError(absl::StrCat("LoadRules(", sentier::DefaultRulesDir(),
+                                     "): ", rules.status().ToString())
+                            .c_str());
+    return;
+  }
+  const int64_t k = state.range(0);
+  const std::string ir = BuildTowers(k);
+  at::manual_seed(1);
+  std::vector<c10::IValue> inputs;
+  inputs.emplace_back(at::randn({8, 4 * k}));
+  for (int64_t i = 0; i < k; ++i) {
+    inputs.emplace_back(at::randn({6, 4}));
+    inputs.emplace_back(at::randn({6}));
+  }
+  sentier::OptimizeOptions opts;
+  opts.sample_inputs = &inputs;
+  opts.fixed_inputs.assign(inputs.size(), true);
+  opts.fixed_inputs[0] = false;  // only x follows the batch size
+  std::shared_ptr<Graph> last;
+  sentier::OptimizeReport report;
+  double optimize_ms = 0.0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    last.reset();
+    std::shared_ptr<Graph> graph = Parse(ir);
+    state.ResumeTiming();
+    absl::StatusOr<sentier::OptimizeReport> rep = sentier::OptimizeGraph(graph, **rules, opts);
+    state.PauseTiming();
+    if (!rep.ok()) {
+      state.SkipWithError(rep.status().ToString().c_str());
+      break;
+    }
+    report = *rep;
+    optimize_ms += rep->optimize_ms;
+    last = std::move(graph);
+    state.ResumeTiming();
+  }
+  if (last == nullptr) return;
+  // Groups must have formed: batch_linear applied and no aten::linear left.
+  const int64_t linears = CountKind(last->block(), c10::Symbol::fromQualString("aten::linear"));
+  const int64_t batched = report.stats.applications["batch_linear"];
+  if (!report.shape_facts || batched == 0 || linears != 0) {
+    state.SkipWithError(absl::StrCat("no groups: shape facts ", report.shape_facts, " (",
+                                     report.shape_facts_error, "), batch_linear applied ",
+                                     batched, ", aten::linear left ", linears)
+                            .c_str());
+    return;
+  }
+  state.SetItemsProcessed(report.nodes_before * state.iterations());
+  state.counters["K"] = static_cast<double>(k);
+  state.counters["nodes_before"] = static_cast<double>(report.nodes_before);
+  state.counters["nodes_after"] = static_cast<double>(report.nodes_after);
+  state.counters["rounds"] = report.stats.rounds;
+  int64_t groups = 0, members = 0;
+  for (const auto& [rule, count] : report.stats.applications) groups += count;
+  for (const auto& [rule, count] : report.stats.grouped_members) members += count;
+  state.counters["rewrites"] = static_cast<double>(groups);
+  state.counters["grouped"] = static_cast<double>(members);
+  state.counters["report_ms"] = optimize_ms / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_OptimizeGroupSearchTowers)
+    ->Arg(250)
+    ->Arg(500)
+    ->Arg(1000)
+    ->Arg(2000)
+    ->Arg(3300)
     ->Unit(benchmark::kMillisecond);
 
 // Baseline: LibTorch's EliminateDeadCode + ConstantPooling over the same graph, a floor for

@@ -1,0 +1,102 @@
+#include "runtime/daemon/fs_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "passes/digest.h"
+
+namespace sentier {
+namespace {
+
+absl::Status Errno(const std::string& what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::Status WriteFileSynced(const std::string& path, const std::string& contents) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", path);
+  size_t off = 0;
+  while (off < contents.size()) {
+    ssize_t n = ::write(fd, contents.data() + off, contents.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      absl::Status st = Errno("cannot write", path);
+      ::close(fd);
+      return st;
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status st = Errno("cannot fsync", path);
+    ::close(fd);
+    return st;
+  }
+  if (::close(fd) != 0) return Errno("cannot close", path);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileDurably(const std::string& path, const std::string& contents) {
+  std::filesystem::path p(path);
+  std::string tmp = (p.parent_path() / absl::StrCat(".tmp-", p.filename().string(), "-",
+                                                    ::getpid())).string();
+  absl::Status st = WriteFileSynced(tmp, contents);
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = Errno("cannot rename into", path);
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  std::string dir = p.parent_path().string();
+  return FsyncPath(dir.empty() ? "." : dir);
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("'", path, "' does not exist"));
+    return Errno("cannot read", path);
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::Status FsyncPath(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open", path);
+  if (::fsync(fd) != 0) {
+    absl::Status st = Errno("cannot fsync", path);
+    ::close(fd);
+    return st;
+  }
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Sha256OfFileHex(const std::string& path) {
+  auto bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return Sha256Hex(*bytes);
+}
+
+absl::Status RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot remove '", path, "': ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace sentier

@@ -1,0 +1,40 @@
+// job_planner.h — the daemon's manager: decides which versions to (re)process.
+//
+// Given the watcher's settled versions, the persisted state and the fingerprint of the loaded
+// rule set, Plan() returns the jobs to run, in model then version order:
+//   - a settled version with no record, or whose source signature changed since its record
+//     (a version is processed once per content);
+//   - the latest version of each model whose record was made with another rules fingerprint
+//     (rules changed: re-process the latest version only).
+// Versions in flight or already queued (`busy`, keys "model/version") are skipped. Plan() is a
+// pure function: a restart with the same state plans nothing new.
+//
+//   std::vector<Job> jobs = JobPlanner::Plan(snapshot, state, rules_fp, busy);
+#ifndef SENTIER_RUNTIME_DAEMON_JOB_PLANNER_H_
+#define SENTIER_RUNTIME_DAEMON_JOB_PLANNER_H_
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/daemon/daemon_state.h"
+#include "runtime/daemon/registry_watcher.h"
+
+namespace sentier {
+
+struct Job {
+  VersionInfo source;
+  bool reprocess = false;  // rules changed (the version had a record)
+  std::string why;         // "new version", "source changed", "rules changed"
+  std::string Key() const;  // "model/version"
+};
+
+class JobPlanner {
+ public:
+  static std::vector<Job> Plan(const RegistrySnapshot& snapshot, const DaemonState& state,
+                               const std::string& rules_fp, const std::set<std::string>& busy);
+};
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_DAEMON_JOB_PLANNER_H_

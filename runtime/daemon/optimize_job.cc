@@ -1,0 +1,209 @@
+#include "runtime/daemon/optimize_job.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include <glog/logging.h>
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "passes/digest.h"
+#include "passes/optimizer.h"
+#include "runtime/daemon/fs_util.h"
+#include "runtime/graph_runner.h"
+#include "runtime/model_io.h"
+
+namespace sentier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// ArchFingerprint: sha256 of the inlined forward graph's text. Parameter values are module
+// attributes (not in the text); TorchScript's class-name mangling is removed so that the same
+// source saved twice gives the same fingerprint.
+std::string ArchFingerprint(const std::shared_ptr<torch::jit::Graph>& graph) {
+  auto copy = graph->copy();
+  torch::jit::Inline(*copy);
+  std::string text = copy->toString(/*print_source_locations=*/false);
+  text = std::regex_replace(text, std::regex("___torch_mangle_[0-9]+\\."), "");
+  return Sha256Hex(text);
+}
+
+std::vector<c10::IValue> FreshInputs(const std::vector<c10::IValue>& samples, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  std::vector<c10::IValue> out;
+  for (const c10::IValue& v : samples) {
+    if (v.isTensor() && at::isFloatingType(v.toTensor().scalar_type())) {
+      const at::Tensor& t = v.toTensor();
+      out.push_back(at::randn(t.sizes(), gen, t.options()));
+    } else {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+int Finish(const JobSpec& spec, nlohmann::json j) {
+  if (j["status"] == "rejected") {
+    std::filesystem::remove(spec.stage_dir + "/model.pt");
+    LOG(WARNING) << "[" << spec.model << "/" << spec.version << "] job: rejected: "
+                 << j["reason"].get<std::string>();
+  }
+  absl::Status st = WriteFileSynced(spec.stage_dir + "/job.json", j.dump(2) + "\n");
+  if (!st.ok()) {
+    LOG(ERROR) << "[" << spec.model << "/" << spec.version << "] job: " << st.message();
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunOptimizeJob(const JobSpec& spec) {
+  const char* crash = std::getenv("SENTIERD_TEST_CRASH_MODEL");
+  if (crash != nullptr && spec.model == crash) std::abort();
+  const char* hang = std::getenv("SENTIERD_TEST_HANG_MODEL");
+  if (hang != nullptr && spec.model == hang) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
+  }
+  nlohmann::json j;
+  nlohmann::json timings = nlohmann::json::object();
+  auto reject = [&](const std::string& reason) {
+    j["status"] = "rejected";
+    j["reason"] = reason;
+    j["timings_ms"] = timings;
+    return Finish(spec, j);
+  };
+  try {
+    const std::string model_path = spec.source_dir + "/model.pt";
+    const std::string inputs_path = spec.source_dir + "/inputs.pt";
+    auto t0 = Clock::now();
+    auto src_sha = Sha256OfFileHex(model_path);
+    if (src_sha.ok()) j["source_sha256"] = *src_sha;
+    auto in_sha = Sha256OfFileHex(inputs_path);
+    if (in_sha.ok()) j["inputs_sha256"] = *in_sha;
+    auto rules = LoadRules({spec.rules_dir});
+    if (!rules.ok()) return reject(absl::StrCat("rules failed to load: ", rules.status().message()));
+    j["rules_fingerprint"] = (*rules)->Fingerprint();
+    auto model = LoadModel(model_path);
+    if (!model.ok()) return reject(absl::StrCat("load failure: ", model.status().message()));
+    if (!model->is_module) return reject("load failure: model.pt is not a TorchScript module");
+    if (!std::filesystem::exists(inputs_path)) {
+      return reject(absl::StrCat("load failure: sample inputs '", inputs_path, "' are missing"));
+    }
+    auto inputs = LoadSampleInputs(inputs_path);
+    if (!inputs.ok()) return reject(absl::StrCat("load failure: ", inputs.status().message()));
+    timings["load"] = MsSince(t0);
+    j["architecture_fingerprint"] = ArchFingerprint(model->graph);
+
+    std::vector<c10::IValue> samples = {model->module._ivalue()};
+    samples.insert(samples.end(), inputs->begin(), inputs->end());
+    auto original = model->graph->copy();
+    auto before_ops = CountAtenOps(original, samples);
+    if (!before_ops.ok()) {
+      return reject(absl::StrCat("load failure: the model does not run on its sample inputs: ",
+                                 before_ops.status().message()));
+    }
+    OptimizeOptions opts;
+    opts.sample_inputs = &samples;
+    auto t1 = Clock::now();
+    auto report = OptimizeGraph(model->graph, **rules, opts);
+    timings["optimize"] = MsSince(t1);
+    if (!report.ok()) return reject(absl::StrCat("optimizer error: ", report.status().message()));
+    int64_t total = 0;
+    nlohmann::json apps = nlohmann::json::object();
+    for (const auto& [name, n] : report->stats.applications) {
+      apps[name] = n;
+      total += n;
+    }
+    j["rule_counts"] = apps;
+    j["rewrites"] = total;
+    j["nodes_before"] = report->nodes_before;
+    j["nodes_after"] = report->nodes_after;
+    j["shape_facts"] = report->shape_facts;
+    j["aten_ops_per_forward_before"] = *before_ops;
+    const std::string out_path = spec.stage_dir + "/model.pt";
+    if (total == 0) {
+      std::filesystem::copy_file(model_path, out_path,
+                                 std::filesystem::copy_options::overwrite_existing);
+      j["aten_ops_per_forward_after"] = *before_ops;
+      j["validation"] = {{"mode", spec.mode}, {"result", "skipped: the artifact is the original"}};
+      j["status"] = "unchanged";
+      j["reason"] = "No rule applied, so the artifact is a copy of the original model.";
+    } else {
+      auto after_ops = CountAtenOps(model->graph, samples);
+      if (!after_ops.ok()) {
+        return reject(absl::StrCat("validation failure: the optimized graph does not run: ",
+                                   after_ops.status().message()));
+      }
+      j["aten_ops_per_forward_after"] = *after_ops;
+      auto t2 = Clock::now();
+      nlohmann::json val = {{"mode", spec.mode}};
+      std::vector<bool> grads_modes;
+      if (spec.mode == "inference") grads_modes = {false};
+      else if (spec.mode == "training") grads_modes = {true};
+      else grads_modes = {false, true};
+      std::vector<std::pair<std::string, std::vector<c10::IValue>>> sets = {
+          {"sample_inputs", samples}, {"random_inputs", FreshInputs(samples, 1234)}};
+      for (const auto& [set_name, set] : sets) {
+        for (bool grads : grads_modes) {
+          CompareOptions copts;
+          copts.check_grads = grads;
+          absl::Status st = CompareGraphs(original, model->graph, set, copts);
+          std::string what = grads ? "outputs and gradients" : "outputs";
+          if (!st.ok()) {
+            timings["validate"] = MsSince(t2);
+            return reject(absl::StrCat("validation failure on ", set_name, " (", what,
+                                       "): ", st.message()));
+          }
+          val[set_name][grads ? "training" : "inference"] = absl::StrCat(what, " match");
+        }
+      }
+      timings["validate"] = MsSince(t2);
+      j["validation"] = val;
+      auto t3 = Clock::now();
+      absl::Status saved = SaveModel(*model, out_path);
+      timings["save"] = MsSince(t3);
+      if (!saved.ok()) return reject(absl::StrCat("save failure: ", saved.message()));
+      j["status"] = "optimized";
+      j["reason"] = absl::StrCat(total, " rewrites applied and validated (", spec.mode, ").");
+    }
+    auto art_sha = Sha256OfFileHex(out_path);
+    if (!art_sha.ok()) return reject(std::string(art_sha.status().message()));
+    j["artifact_sha256"] = *art_sha;
+    j["timings_ms"] = timings;
+    return Finish(spec, j);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return reject(absl::StrCat("crash: ", what.substr(0, what.find('\n'))));
+  }
+}
+
+absl::StatusOr<RulesInfo> LoadRulesFingerprint(const std::vector<std::string>& paths) {
+  try {
+    auto rules = LoadRules(paths);
+    if (!rules.ok()) return rules.status();
+    return RulesInfo{(*rules)->Fingerprint(), static_cast<int64_t>((*rules)->size())};
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  }
+}
+
+std::string ShippedRulesDir() { return DefaultRulesDir(); }
+
+bool CudaAvailable() { return torch::cuda::is_available(); }
+
+}  // namespace sentier

@@ -1,0 +1,50 @@
+// optimize_job.h — the work of one daemon job (load, optimize, validate, save), run inside the
+// job child process, plus the few torch-backed queries the daemon parent needs. This header has
+// no torch includes: optimize_job.cc is the daemon's only translation unit that includes torch.
+//
+//   JobSpec spec{.model = "ranker", .version = 2, .source_dir = ".../ranker/2",
+//                .stage_dir = "OUT/.tmp-ranker-2-…", .rules_dir = "OUT/.sentierd/rules-…"};
+//   int rc = RunOptimizeJob(spec);   // writes stage_dir/job.json (+ model.pt unless rejected)
+#ifndef SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_
+#define SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sentier {
+
+struct JobSpec {
+  std::string model;
+  int64_t version = 0;
+  std::string source_dir;  // REGISTRY/<model>/<version>
+  std::string stage_dir;   // where to write model.pt and job.json
+  std::string rules_dir;   // snapshot of the rule set to use
+  std::string mode = "both";  // inference | training | both
+};
+
+// RunOptimizeJob: does the job and writes stage_dir/job.json with at least "status" (optimized |
+// unchanged | rejected) and "reason"; model.pt only when not rejected. Returns 0 when job.json
+// was written, 1 otherwise. Test hooks: $SENTIERD_TEST_CRASH_MODEL (abort) and
+// $SENTIERD_TEST_HANG_MODEL (sleep forever) for a model of that name.
+int RunOptimizeJob(const JobSpec& spec);
+
+// LoadRulesFingerprint: parses and compiles the rule files; the rule set's fingerprint and
+// rule count, or the parse error (file:line:col: message).
+struct RulesInfo {
+  std::string fingerprint;
+  int64_t rules = 0;
+};
+absl::StatusOr<RulesInfo> LoadRulesFingerprint(const std::vector<std::string>& paths);
+
+// ShippedRulesDir: the rule library shipped with the binary (see DefaultRulesDir).
+std::string ShippedRulesDir();
+
+// CudaAvailable: whether this LibTorch build can use a CUDA device.
+bool CudaAvailable();
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_

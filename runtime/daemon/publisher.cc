@@ -1,0 +1,133 @@
+#include "runtime/daemon/publisher.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/daemon/fs_util.h"
+
+namespace sentier {
+namespace {
+
+absl::Status Errno(const std::string& what, const std::string& path) {
+  std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(errno));
+  if (errno == EACCES || errno == EPERM || errno == EROFS) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::Status MkdirIfMissing(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  return Errno("cannot create directory", dir);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const std::string& out_root) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_root, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("output unwritable: cannot create '", out_root, "': ", ec.message()));
+  }
+  if (::access(out_root.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("output unwritable: '", out_root, "': ", std::strerror(errno)));
+  }
+  return std::unique_ptr<Publisher>(new Publisher(out_root));
+}
+
+absl::StatusOr<int> Publisher::CleanStaleTemps() {
+  DIR* d = ::opendir(root_.c_str());
+  if (d == nullptr) return Errno("cannot read", root_);
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.rfind(".tmp-", 0) == 0) stale.push_back(n);
+  }
+  ::closedir(d);
+  for (const std::string& n : stale) {
+    absl::Status st = RemoveTree(absl::StrCat(root_, "/", n));
+    if (!st.ok()) return st;
+  }
+  if (!stale.empty()) {
+    absl::Status st = FsyncPath(root_);
+    if (!st.ok()) return st;
+  }
+  return static_cast<int>(stale.size());
+}
+
+absl::StatusOr<std::string> Publisher::MakeStagingDir(const std::string& model,
+                                                      int64_t version) {
+  std::string dir =
+      absl::StrCat(root_, "/.tmp-", model, "-", version, "-", ::getpid(), "-", ++counter_);
+  RemoveTree(dir).IgnoreError();
+  if (::mkdir(dir.c_str(), 0755) != 0) return Errno("cannot create staging directory", dir);
+  return dir;
+}
+
+std::string Publisher::PublishedDir(const std::string& model, int64_t version) const {
+  return absl::StrCat(root_, "/", model, "/", version);
+}
+
+void Publisher::Discard(const std::string& staging) { RemoveTree(staging).IgnoreError(); }
+
+absl::Status Publisher::Publish(const std::string& staging, const std::string& model,
+                                int64_t version, bool rejected) {
+  std::string model_dir = absl::StrCat(root_, "/", model);
+  std::string dest = PublishedDir(model, version);
+  struct stat st;
+  bool exists = ::lstat(dest.c_str(), &st) == 0;
+  if (rejected && exists && ::access((dest + "/model.pt").c_str(), F_OK) == 0) {
+    Discard(staging);
+    return absl::FailedPreconditionError(
+        absl::StrCat("kept the earlier artifact '", dest, "': the re-run was rejected"));
+  }
+  // Durability of the contents before the name.
+  DIR* d = ::opendir(staging.c_str());
+  if (d == nullptr) return Errno("cannot read staging directory", staging);
+  std::vector<std::string> files;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") files.push_back(absl::StrCat(staging, "/", n));
+  }
+  ::closedir(d);
+  for (const std::string& f : files) {
+    absl::Status s = FsyncPath(f);
+    if (!s.ok()) return s;
+  }
+  absl::Status s = FsyncPath(staging);
+  if (!s.ok()) return s;
+  s = MkdirIfMissing(model_dir);
+  if (!s.ok()) return s;
+  s = FsyncPath(root_);
+  if (!s.ok()) return s;
+  if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+  if (exists) {
+    // Atomic swap: readers see the old or the new directory, never neither.
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dest.c_str(), RENAME_EXCHANGE) != 0) {
+      return Errno("cannot exchange into", dest);
+    }
+    s = FsyncPath(model_dir);
+    if (!s.ok()) return s;
+    // `staging` now names the old directory.
+    s = RemoveTree(staging);
+    if (!s.ok()) return s;
+    return FsyncPath(root_);
+  }
+  if (::rename(staging.c_str(), dest.c_str()) != 0) return Errno("cannot rename into", dest);
+  s = FsyncPath(model_dir);
+  if (!s.ok()) return s;
+  return FsyncPath(root_);
+}
+
+}  // namespace sentier

@@ -1,0 +1,60 @@
+// publisher.h — crash-safe publication of job results under the output root.
+//
+// A job writes into a staging directory inside OUT (OUT/.tmp-<model>-<version>-<pid>-<n>).
+// Publish() fsyncs every file and the staging directory, renames it to OUT/<model>/<version>
+// (atomically exchanging it with an existing one, which is then removed) and fsyncs the parent
+// directories. A reader therefore sees either the previous complete directory or the new complete
+// one, never a partial artifact. Stale staging dirs left by a crash are removed by
+// CleanStaleTemps() at start-up (the caller holds OUT/LOCK).
+//
+//   auto pub = Publisher::Create("/out");
+//   auto stage = (*pub)->MakeStagingDir("ranker", 2);
+//   ... write *stage/model.pt and *stage/report.json ...
+//   absl::Status st = (*pub)->Publish(*stage, "ranker", 2, /*rejected=*/false);
+#ifndef SENTIER_RUNTIME_DAEMON_PUBLISHER_H_
+#define SENTIER_RUNTIME_DAEMON_PUBLISHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace sentier {
+
+class Publisher {
+ public:
+  // Create: makes OUT if missing; PermissionDenied/Internal when it cannot be written.
+  static absl::StatusOr<std::unique_ptr<Publisher>> Create(const std::string& out_root);
+
+  // CleanStaleTemps: removes OUT/.tmp-* (files and dirs); returns how many.
+  absl::StatusOr<int> CleanStaleTemps();
+
+  // MakeStagingDir: a new empty directory OUT/.tmp-<model>-<version>-<pid>-<n>.
+  absl::StatusOr<std::string> MakeStagingDir(const std::string& model, int64_t version);
+
+  // Publish: moves `staging` to OUT/<model>/<version>, durably. With `rejected`, an existing
+  // published directory that holds a model.pt is never replaced (FailedPreconditionError, and
+  // `staging` is removed): a failed re-run does not take down a good artifact.
+  absl::Status Publish(const std::string& staging, const std::string& model, int64_t version,
+                       bool rejected);
+
+  // Discard: removes a staging dir.
+  void Discard(const std::string& staging);
+
+  std::string PublishedDir(const std::string& model, int64_t version) const;
+  const std::string& root() const { return root_; }
+
+  // For tests of crash safety: sleep this long between the fsyncs and the rename.
+  void set_delay_before_rename_ms(int ms) { delay_ms_ = ms; }
+
+ private:
+  explicit Publisher(std::string root) : root_(std::move(root)) {}
+  std::string root_;
+  int64_t counter_ = 0;
+  int delay_ms_ = 0;
+};
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_DAEMON_PUBLISHER_H_

@@ -1,0 +1,296 @@
+// equivalence_checker.cc — runs reference and candidate on the same inputs and compares outputs
+// and gradients against a float64 run of the reference (see the header).
+#include "runtime/equivalence_checker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/graph_runner.h"
+
+namespace sentier {
+namespace {
+
+using Named = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct RunResult {
+  Named outputs;
+  Named grads;
+};
+
+void Flatten(const c10::IValue& v, const std::string& path, Named* out) {
+  if (v.isTensor()) {
+    out->emplace_back(path, v.toTensor());
+  } else if (v.isTuple()) {
+    const auto& el = v.toTupleRef().elements();
+    for (size_t i = 0; i < el.size(); ++i) Flatten(el[i], absl::StrCat(path, "[", i, "]"), out);
+  } else if (v.isList()) {
+    auto list = v.toListRef();
+    for (size_t i = 0; i < list.size(); ++i) Flatten(list[i], absl::StrCat(path, "[", i, "]"), out);
+  } else if (v.isGenericDict()) {
+    std::vector<std::pair<std::string, c10::IValue>> items;
+    for (const auto& kv : v.toGenericDict()) {
+      items.emplace_back(kv.key().isString() ? kv.key().toStringRef() : c10::str(kv.key()),
+                         kv.value());
+    }
+    std::sort(items.begin(), items.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [k, val] : items) Flatten(val, absl::StrCat(path, "[", k, "]"), out);
+  }
+}
+
+at::Tensor Cast(const at::Tensor& t, c10::ScalarType dtype, const c10::Device& device) {
+  at::Tensor r = t.detach().to(device);
+  if (c10::isFloatingType(r.scalar_type())) r = r.to(dtype);
+  return r;
+}
+
+absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
+                              const std::vector<c10::IValue>& inputs, c10::ScalarType dtype,
+                              const c10::Device& device, bool training, uint64_t seed) {
+  RunResult result;
+  try {
+    torch::jit::Module m = original.clone();
+    m.to(device);
+    m.to(dtype);
+    std::vector<at::Tensor> leaves;
+    std::vector<std::string> leaf_names;
+    for (const auto& np : m.named_parameters()) {
+      at::Tensor p = np.value;
+      p.detach_();
+      p.requires_grad_(training && c10::isFloatingType(p.scalar_type()));
+      if (p.requires_grad()) {
+        leaves.push_back(p);
+        leaf_names.push_back(absl::StrCat("grad of param ", np.name));
+      }
+    }
+    std::vector<c10::IValue> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].isTensor()) {
+        in.push_back(inputs[i]);
+        continue;
+      }
+      at::Tensor t = Cast(inputs[i].toTensor(), dtype, device);
+      if (training && c10::isFloatingType(t.scalar_type())) {
+        t.requires_grad_(true);
+        leaves.push_back(t);
+        leaf_names.push_back(absl::StrCat("grad of input ", i));
+      }
+      in.emplace_back(t);
+    }
+    c10::IValue out = m.forward(in);
+    Flatten(out, "output", &result.outputs);
+    if (training && !leaves.empty()) {
+      at::Generator gen = at::detail::createCPUGenerator(seed);
+      at::Tensor loss;
+      for (const auto& [name, t] : result.outputs) {
+        if (!c10::isFloatingType(t.scalar_type()) || !t.requires_grad()) continue;
+        at::Tensor proj = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kDouble));
+        at::Tensor term = (t * proj.to(t.scalar_type()).to(t.device())).sum();
+        loss = loss.defined() ? loss + term : term;
+      }
+      if (loss.defined()) {
+        std::vector<at::Tensor> grads =
+            torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
+        for (size_t k = 0; k < grads.size(); ++k) {
+          at::Tensor g = grads[k].defined() ? grads[k] : at::zeros_like(leaves[k]);
+          result.grads.emplace_back(leaf_names[k], g.detach());
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return absl::InvalidArgumentError(what.substr(0, what.find('\n')));
+  }
+  return result;
+}
+
+double RelNorm(const at::Tensor& a, const at::Tensor& ref64) {
+  double denom = ref64.norm().item<double>();
+  double num = (a.to(at::kDouble).cpu() - ref64).norm().item<double>();
+  return denom > 0 ? num / denom : num;
+}
+
+// Fresh inputs with the samples' shapes and dtypes: floats from the sample's mean and spread,
+// integers (embedding indices) drawn within the observed range.
+std::vector<c10::IValue> RandomLike(const std::vector<c10::IValue>& samples, at::Generator& gen,
+                                    int64_t batch_scale) {
+  std::vector<c10::IValue> out;
+  for (const c10::IValue& v : samples) {
+    if (!v.isTensor()) {
+      out.push_back(v);
+      continue;
+    }
+    at::Tensor t = v.toTensor().cpu();
+    std::vector<int64_t> shape = t.sizes().vec();
+    if (!shape.empty()) shape[0] *= batch_scale;
+    if (c10::isFloatingType(t.scalar_type())) {
+      double mean = t.numel() ? t.to(at::kDouble).mean().item<double>() : 0.0;
+      double std = t.numel() > 1 ? t.to(at::kDouble).std().item<double>() : 1.0;
+      if (!(std > 0)) std = 1.0;
+      out.emplace_back((at::randn(shape, gen, at::TensorOptions().dtype(at::kDouble)) * std + mean)
+                           .to(t.scalar_type()));
+    } else if (t.scalar_type() == at::kBool) {
+      out.emplace_back(at::randint(0, 2, shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool));
+    } else {
+      int64_t lo = t.numel() ? t.min().item<int64_t>() : 0;
+      int64_t hi = t.numel() ? t.max().item<int64_t>() : 0;
+      out.emplace_back(at::randint(lo, hi + 1, shape, gen, at::TensorOptions().dtype(t.scalar_type())));
+    }
+  }
+  return out;
+}
+
+double MedianForwardMs(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
+                       c10::ScalarType dtype, const c10::Device& device) {
+  c10::NoGradGuard no_grad;
+  torch::jit::Module copy = m.clone();
+  copy.to(device);
+  copy.to(dtype);
+  std::vector<c10::IValue> in;
+  for (const c10::IValue& v : inputs) in.push_back(v.isTensor() ? c10::IValue(Cast(v.toTensor(), dtype, device)) : v);
+  std::vector<double> ms;
+  for (int i = 0; i < 13; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    copy.forward(in);
+    if (i >= 3) {
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+double RelativeToleranceFloor(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kDouble:
+      return 1e-12;
+    case c10::kHalf:
+      return 2e-3;
+    case c10::kBFloat16:
+      return 1.6e-2;
+    default:
+      return 1e-5;
+  }
+}
+
+absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& reference,
+                                                      const torch::jit::Module& candidate,
+                                                      const std::vector<c10::IValue>& samples) const {
+  torch::jit::setGraphExecutorOptimize(false);
+  c10::Device device(options_.device == "cuda" ? c10::kCUDA : c10::kCPU);
+  bool training = options_.training;
+  CheckReport report;
+  at::Generator gen = at::detail::createCPUGenerator(options_.seed + 1);
+  std::vector<std::pair<std::string, std::vector<c10::IValue>>> trials = {{"samples", samples}};
+  for (int k = 1; k < std::max(1, options_.trials); ++k) {
+    trials.emplace_back(absl::StrCat("random ", k), RandomLike(samples, gen, 1));
+  }
+  trials.emplace_back("batch x2", RandomLike(samples, gen, 2));
+  double floor = RelativeToleranceFloor(options_.dtype);
+  for (size_t t = 0; t < trials.size(); ++t) {
+    const auto& [trial, inputs] = trials[t];
+    uint64_t seed = options_.seed + 17 * t;
+    auto ref = Run(reference, inputs, options_.dtype, device, training, seed);
+    if (!ref.ok()) {
+      if (t == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the reference model does not run on the sample inputs: ", ref.status().message()));
+      }
+      continue;  // e.g. a model with a fixed batch size: that trial does not apply
+    }
+    auto ref64 = Run(reference, inputs, c10::kDouble, c10::Device(c10::kCPU), training, seed);
+    auto cand = Run(candidate, inputs, options_.dtype, device, training, seed);
+    if (!cand.ok() || !ref64.ok()) {
+      CheckFinding f;
+      f.what = "candidate run";
+      f.trial = trial;
+      f.ok = false;
+      f.note = cand.ok() ? std::string(ref64.status().message()) : std::string(cand.status().message());
+      report.findings.push_back(f);
+      continue;
+    }
+    auto compare = [&](const Named& r, const Named& r64, const Named& c) {
+      std::map<std::string, at::Tensor> cm(c.begin(), c.end()), r64m(r64.begin(), r64.end());
+      for (const auto& [name, rt] : r) {
+        CheckFinding f;
+        f.what = name;
+        f.trial = trial;
+        auto ci = cm.find(name);
+        auto di = r64m.find(name);
+        if (ci == cm.end() || di == r64m.end()) {
+          f.ok = false;
+          f.note = "missing in the candidate";
+        } else if (ci->second.sizes() != rt.sizes()) {
+          f.ok = false;
+          f.note = absl::StrCat("shape ", c10::str(ci->second.sizes()), " vs reference ", c10::str(rt.sizes()));
+        } else if (!c10::isFloatingType(rt.scalar_type())) {
+          f.ok = at::equal(ci->second.cpu(), rt.cpu());
+          if (!f.ok) f.note = "integer values differ";
+        } else {
+          at::Tensor c64 = ci->second.cpu().to(at::kDouble);
+          at::Tensor d64 = di->second.cpu().to(at::kDouble);
+          at::Tensor rr = rt.cpu().to(at::kDouble);
+          if (!at::equal(at::isnan(c64), at::isnan(d64))) {
+            f.ok = false;
+            f.note = "NaN where the reference has none (or the reverse)";
+          } else {
+            at::Tensor finite = at::isfinite(d64);
+            at::Tensor cz = at::where(finite, c64, at::zeros_like(c64));
+            at::Tensor dz = at::where(finite, d64, at::zeros_like(d64));
+            at::Tensor rz = at::where(finite, rr, at::zeros_like(rr));
+            f.rel_error = RelNorm(cz, dz);
+            f.ref_rel_error = RelNorm(rz, dz);
+            f.tolerance = std::max(options_.factor * f.ref_rel_error, floor);
+            f.max_abs_error = c64.numel() ? (cz - rz).abs().max().item<double>() : 0.0;
+            f.ok = f.rel_error <= f.tolerance;
+          }
+        }
+        report.findings.push_back(f);
+      }
+    };
+    if (options_.inference) compare(ref->outputs, ref64->outputs, cand->outputs);
+    if (training) compare(ref->grads, ref64->grads, cand->grads);
+  }
+  for (const CheckFinding& f : report.findings) {
+    if (f.ok) continue;
+    report.equivalent = false;
+    report.first_failure =
+        f.note.empty()
+            ? absl::StrFormat("%s differs on %s inputs: relative error %.3g > tolerance %.3g "
+                              "(reference's own error %.3g, max abs error %.3g)",
+                              f.what, f.trial, f.rel_error, f.tolerance, f.ref_rel_error,
+                              f.max_abs_error)
+            : absl::StrCat(f.what, " on ", f.trial, " inputs: ", f.note);
+    break;
+  }
+  try {
+    std::vector<c10::IValue> ref_in = {reference._ivalue()}, cand_in = {candidate._ivalue()};
+    for (const c10::IValue& v : samples) {
+      ref_in.push_back(v);
+      cand_in.push_back(v);
+    }
+    auto a = CountAtenOps(reference.get_method("forward").graph(), ref_in);
+    auto b = CountAtenOps(candidate.get_method("forward").graph(), cand_in);
+    if (a.ok() && b.ok()) {
+      report.aten_ops_reference = *a;
+      report.aten_ops_candidate = *b;
+    }
+  } catch (const std::exception&) {
+  }
+  if (options_.time) {
+    report.reference_ms = MedianForwardMs(reference, samples, options_.dtype, device);
+    report.candidate_ms = MedianForwardMs(candidate, samples, options_.dtype, device);
+  }
+  return report;
+}
+
+}  // namespace sentier

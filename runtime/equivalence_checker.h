@@ -1,0 +1,81 @@
+// equivalence_checker.h — proves (on numbers) that an optimized model computes what the original
+// computes: outputs, and in training mode the gradients of every floating input and parameter.
+//
+// Tolerance that is strict and fair: both models run in the checked dtype, and the reference
+// also in float64. For every output (and gradient) the candidate's relative norm error against
+// the float64 reference must be within a small factor of the reference's own error, plus a
+// floor for the dtype. Reordered reductions (bmm vs mm) pass; wrong rewrites (a swapped cat, an
+// off-by-one section) are orders of magnitude off and fail. NaN must match NaN exactly.
+//
+//   EquivalenceChecker checker(options);
+//   absl::StatusOr<CheckReport> r = checker.Check(reference, candidate, samples);
+//   if (!r.ok()) ...            // bad input: the reference does not run on the samples
+//   else if (!r->equivalent)    // r->first_failure names the output or gradient
+//
+// NOTE: models run with the graph executor's optimizations off (what is compared is the graph
+// as written), on CPU unless the device is CUDA.
+#ifndef SENTIER_RUNTIME_EQUIVALENCE_CHECKER_H_
+#define SENTIER_RUNTIME_EQUIVALENCE_CHECKER_H_
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include "absl/status/statusor.h"
+
+namespace sentier {
+
+struct CheckOptions {
+  std::string device = "cpu";       // "cpu" or "cuda"
+  c10::ScalarType dtype = c10::kFloat;  // float inputs and parameters are cast to this
+  bool inference = true;            // compare outputs
+  bool training = true;             // compare gradients (inputs and parameters)
+  int trials = 3;                   // sample inputs + (trials - 1) random sets, plus batch x2
+  uint64_t seed = 0;
+  double factor = 4.0;              // candidate error may be this many times the reference's
+  bool time = false;                // median forward time of each model
+};
+
+// CheckFinding: one compared tensor.
+struct CheckFinding {
+  std::string what;   // "output[0]", "grad of input 1", "grad of param t0.weight"
+  std::string trial;  // "samples", "random 1", "batch x2"
+  double max_abs_error = 0.0;  // max |candidate - reference| in the checked dtype
+  double rel_error = 0.0;      // ||candidate - ref64|| / ||ref64||
+  double ref_rel_error = 0.0;  // ||reference - ref64|| / ||ref64||
+  double tolerance = 0.0;      // what rel_error had to stay under
+  bool ok = true;
+  std::string note;            // shape/NaN/run failures
+};
+
+struct CheckReport {
+  bool equivalent = true;
+  std::string first_failure;  // one sentence naming the tensor, errors, tolerance and trial
+  std::vector<CheckFinding> findings;
+  int64_t aten_ops_reference = -1;  // top-level aten ops per forward (CPU proxy for kernels)
+  int64_t aten_ops_candidate = -1;
+  double reference_ms = -1.0;       // median forward time (with --time)
+  double candidate_ms = -1.0;
+};
+
+class EquivalenceChecker {
+ public:
+  explicit EquivalenceChecker(CheckOptions options) : options_(std::move(options)) {}
+
+  // Check: InvalidArgumentError when the reference cannot run on the samples (bad input).
+  absl::StatusOr<CheckReport> Check(const torch::jit::Module& reference,
+                                    const torch::jit::Module& candidate,
+                                    const std::vector<c10::IValue>& samples) const;
+
+ private:
+  CheckOptions options_;
+};
+
+// RelativeTolerance: the floor of the relative norm error for a dtype.
+double RelativeToleranceFloor(c10::ScalarType dtype);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_EQUIVALENCE_CHECKER_H_
