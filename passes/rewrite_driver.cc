@@ -59,6 +59,9 @@ bool ApplyGroupRule(const std::shared_ptr<Graph>& graph, const CompiledRule& rul
   absl::flat_hash_map<std::string, std::vector<Node*>> buckets;
   for (Node* n : nodes) {
     if (!rule.nodes[rule.anchor].kinds.contains(n->kind())) continue;
+    bool live = false;
+    for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
+    if (!live) continue;
     internal::GroupMember m;
     bool ok = internal::MatchGroupMember(rule, n, options.facts, &m);
     if (std::getenv("SENTIER_DEBUG_GROUPS")) {

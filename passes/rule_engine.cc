@@ -15,6 +15,7 @@
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "passes/digest.h"
 #include "passes/internal/compiled_rule.h"
@@ -71,7 +72,7 @@ std::string Datum::DebugString() const {
     case Kind::kInt:
       return std::to_string(i);
     case Kind::kFloat:
-      return std::to_string(f);
+      return absl::StrFormat("%.17g", f);  // full precision: group keys compare this text
     case Kind::kBool:
       return b ? "true" : "false";
     case Kind::kString:

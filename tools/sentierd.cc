@@ -393,7 +393,6 @@ void Daemon::Dispatch(Job job) {
 }
 
 void Daemon::Finish(Running r, int wait_status) {
-  const VersionInfo& v = r.job.source;
   double seconds = std::chrono::duration<double>(Clock::now() - r.start).count();
   nlohmann::json report;
   auto text = ReadWholeFile(r.stage + "/job.json");
