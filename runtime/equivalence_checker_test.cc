@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include "absl/strings/str_replace.h"
 
@@ -84,6 +85,23 @@ INSTANTIATE_TEST_SUITE_P(
                 "torch.linear(a, self.w0.t(), self.b0)"},
         Planted{"wrong_activation", "yb = torch.relu(", "yb = torch.tanh("}),
     [](const ::testing::TestParamInfo<Planted>& info) { return std::string(info.param.name); });
+
+// CUDA: reordered reductions of cuBLAS (bmm vs mm) must pass; a planted bug must still fail.
+TEST(EquivalenceCheckerTest, CudaBatchedRewritePassesAndPlantedBugFails) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: CUDA test skipped";
+  for (c10::ScalarType dtype : {c10::kFloat, c10::kBFloat16}) {
+    CheckOptions opts;
+    opts.device = "cuda";
+    opts.dtype = dtype;
+    auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(kBatched), Samples());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->equivalent) << c10::toString(dtype) << ": " << r->first_failure;
+    std::string bad = absl::StrReplaceAll(kReference, {{"torch.cat([ya, yb], 1)", "torch.cat([yb, ya], 1)"}});
+    auto b = EquivalenceChecker(opts).Check(Make(kReference), Make(bad), Samples());
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_FALSE(b->equivalent) << c10::toString(dtype);
+  }
+}
 
 TEST(EquivalenceCheckerTest, ReferenceThatDoesNotRunIsBadInput) {
   std::vector<c10::IValue> wrong = {at::randn({4, 5})};
