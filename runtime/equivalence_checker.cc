@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/cuda.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include "absl/strings/str_cat.h"
@@ -147,18 +148,35 @@ std::vector<c10::IValue> RandomLike(const std::vector<c10::IValue>& samples, at:
   return out;
 }
 
-double MedianForwardMs(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
-                       c10::ScalarType dtype, const c10::Device& device) {
-  c10::NoGradGuard no_grad;
+// Median time of one step: a forward (no grad), or with `training` a forward and a backward of
+// the sum of the outputs. On CUDA the device is synchronized around each step.
+double MedianStepMs(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
+                    c10::ScalarType dtype, const c10::Device& device, bool training) {
+  c10::AutoGradMode grad_mode(training);
   torch::jit::Module copy = m.clone();
   copy.to(device);
   copy.to(dtype);
+  for (at::Tensor p : copy.parameters()) p.requires_grad_(training && c10::isFloatingType(p.scalar_type()));
   std::vector<c10::IValue> in;
   for (const c10::IValue& v : inputs) in.push_back(v.isTensor() ? c10::IValue(Cast(v.toTensor(), dtype, device)) : v);
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  };
   std::vector<double> ms;
-  for (int i = 0; i < 13; ++i) {
+  for (int i = 0; i < 23; ++i) {
+    sync();
     auto start = std::chrono::steady_clock::now();
-    copy.forward(in);
+    c10::IValue out = copy.forward(in);
+    if (training) {
+      Named outs;
+      Flatten(out, "output", &outs);
+      at::Tensor loss;
+      for (const auto& [name, t] : outs) {
+        if (t.requires_grad()) loss = loss.defined() ? loss + t.sum() : t.sum();
+      }
+      if (loss.defined()) loss.backward();
+    }
+    sync();
     if (i >= 3) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
@@ -287,8 +305,12 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   } catch (const std::exception&) {
   }
   if (options_.time) {
-    report.reference_ms = MedianForwardMs(reference, samples, options_.dtype, device);
-    report.candidate_ms = MedianForwardMs(candidate, samples, options_.dtype, device);
+    report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);
+    report.candidate_ms = MedianStepMs(candidate, samples, options_.dtype, device, false);
+    if (training) {
+      report.reference_train_ms = MedianStepMs(reference, samples, options_.dtype, device, true);
+      report.candidate_train_ms = MedianStepMs(candidate, samples, options_.dtype, device, true);
+    }
   }
   return report;
 }

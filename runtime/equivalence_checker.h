@@ -56,8 +56,10 @@ struct CheckReport {
   std::vector<CheckFinding> findings;
   int64_t aten_ops_reference = -1;  // top-level aten ops per forward (CPU proxy for kernels)
   int64_t aten_ops_candidate = -1;
-  double reference_ms = -1.0;       // median forward time (with --time)
+  double reference_ms = -1.0;       // median forward time (with --time), device synchronized
   double candidate_ms = -1.0;
+  double reference_train_ms = -1.0;  // median forward + backward time (training mode)
+  double candidate_train_ms = -1.0;
 };
 
 class EquivalenceChecker {

@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# demo.sh — installs what is missing, builds, and optimizes the bundled example model:
-# a scripted model full of split/cat waste (tools/example_models.cc), written with its sample
-# inputs to build/example/, optimized by sentier_opt with the shipped rule library.
+# demo.sh — installs what is missing, builds, and runs the daemon once over the bundled example
+# registry (tools/make_example_registry.sh: two models, two versions each, one architecture
+# change): every version is loaded, optimized, validated and published under build/out with a
+# report, and a per-model summary is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup_deps.sh
-bazel build //tools:sentier_opt //tools:make_example_model
-mkdir -p build/example
-bazel-bin/tools/make_example_model --model=waste --batch=64 \
-  --out_model=build/example/model.pt --out_inputs=build/example/inputs.pt
-bazel-bin/tools/sentier_opt --input=build/example/model.pt --inputs=build/example/inputs.pt \
-  --output=build/example/model.opt.pt --report=build/example/report.json \
-  --rules=patterns "$@"
-echo "demo: optimized artifact build/example/model.opt.pt, report build/example/report.json"
+bazel build //tools:sentierd //tools:make_example_model //tools:sentier_opt //tools:sentier_check
+[[ -d build/registry ]] || tools/make_example_registry.sh build/registry
+bazel-bin/tools/sentierd --once --registry=build/registry --output=build/out --rules=patterns "$@"
+echo "demo: artifacts and reports under build/out/<model>/<version>/ (model.pt, report.json)"

@@ -258,6 +258,13 @@ ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
   } else if (name == "feature_towers") {
     m.module = MakeFeatureTowers(8, seed, /*batched=*/false);
     m.inputs = [](int64_t b) { return RandInputs(21, {8 * 32}, b); };
+  } else if (name == "feature_towers_64") {
+    // The size of the reference measurement: 64 towers, input [B, 2048].
+    m.module = MakeFeatureTowers(64, seed, /*batched=*/false);
+    m.inputs = [](int64_t b) { return RandInputs(21, {64 * 32}, b); };
+  } else if (name == "feature_towers_64_hand") {
+    m.module = MakeFeatureTowers(64, seed, /*batched=*/true);
+    m.inputs = [](int64_t b) { return RandInputs(21, {64 * 32}, b); };
   } else if (name == "split_linears") {
     torch::jit::Module mod("SplitLinears");
     for (int i = 0; i < 5; ++i) {

@@ -92,6 +92,10 @@ int Run() {
   if (report->reference_ms >= 0) {
     std::cout << "; forward " << report->reference_ms << " ms -> " << report->candidate_ms << " ms";
   }
+  if (report->reference_train_ms >= 0) {
+    std::cout << "; training step " << report->reference_train_ms << " ms -> "
+              << report->candidate_train_ms << " ms";
+  }
   std::cout << "\n";
   if (!report->equivalent) std::cout << "sentier_check: " << report->first_failure << "\n";
   if (!FLAGS_report.empty()) {
@@ -107,6 +111,10 @@ int Run() {
     j["cuda_kernels_per_forward"] = nullptr;
     if (report->reference_ms >= 0) {
       j["forward_ms"] = {{"reference", report->reference_ms}, {"candidate", report->candidate_ms}};
+    }
+    if (report->reference_train_ms >= 0) {
+      j["training_step_ms"] = {{"reference", report->reference_train_ms},
+                               {"candidate", report->candidate_train_ms}};
     }
     j["checks"] = nlohmann::json::array();
     for (const auto& f : report->findings) {

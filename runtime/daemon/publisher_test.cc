@@ -1,0 +1,96 @@
+// Unit tests of Publisher: atomic publication, stale temp clean-up, and rejected re-runs that
+// never touch an earlier artifact.
+#include "runtime/daemon/publisher.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "runtime/daemon/fs_util.h"
+
+namespace sentier {
+namespace {
+
+namespace fs = std::filesystem;
+
+class PublisherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    out_ = fs::path(::testing::TempDir()) /
+           (std::string("pub_") +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(out_);
+    auto p = Publisher::Create(out_.string());
+    ASSERT_TRUE(p.ok()) << p.status();
+    pub_ = std::move(*p);
+  }
+  std::string Stage(const std::string& model, int64_t v, const std::string& body, bool artifact) {
+    auto s = pub_->MakeStagingDir(model, v);
+    EXPECT_TRUE(s.ok());
+    if (artifact) EXPECT_TRUE(WriteFileSynced(*s + "/model.pt", body).ok());
+    EXPECT_TRUE(WriteFileSynced(*s + "/report.json", "{\"b\":\"" + body + "\"}").ok());
+    return *s;
+  }
+  std::string Read(const fs::path& p) { return ReadWholeFile(p.string()).value_or("<none>"); }
+  std::vector<std::string> Temps() {
+    std::vector<std::string> t;
+    for (const auto& e : fs::directory_iterator(out_)) {
+      if (e.path().filename().string().rfind(".tmp-", 0) == 0) t.push_back(e.path());
+    }
+    return t;
+  }
+  fs::path out_;
+  std::unique_ptr<Publisher> pub_;
+};
+
+TEST_F(PublisherTest, PublishMovesCompleteDirectory) {
+  std::string s = Stage("ranker", 1, "v1", true);
+  EXPECT_FALSE(fs::exists(out_ / "ranker" / "1"));
+  ASSERT_TRUE(pub_->Publish(s, "ranker", 1, false).ok());
+  EXPECT_EQ(Read(out_ / "ranker" / "1" / "model.pt"), "v1");
+  EXPECT_FALSE(fs::exists(s));
+  EXPECT_TRUE(Temps().empty());
+}
+
+TEST_F(PublisherTest, RepublishReplacesAtomically) {
+  ASSERT_TRUE(pub_->Publish(Stage("ranker", 1, "old", true), "ranker", 1, false).ok());
+  ASSERT_TRUE(pub_->Publish(Stage("ranker", 1, "new", true), "ranker", 1, false).ok());
+  EXPECT_EQ(Read(out_ / "ranker" / "1" / "model.pt"), "new");
+  EXPECT_TRUE(Temps().empty());
+}
+
+TEST_F(PublisherTest, RejectionNeverTouchesEarlierVersions) {
+  ASSERT_TRUE(pub_->Publish(Stage("ranker", 1, "good", true), "ranker", 1, false).ok());
+  // A rejected new version: its own directory, report only; v1 untouched.
+  ASSERT_TRUE(pub_->Publish(Stage("ranker", 2, "bad", false), "ranker", 2, true).ok());
+  EXPECT_EQ(Read(out_ / "ranker" / "1" / "model.pt"), "good");
+  EXPECT_FALSE(fs::exists(out_ / "ranker" / "2" / "model.pt"));
+  EXPECT_TRUE(fs::exists(out_ / "ranker" / "2" / "report.json"));
+  // A rejected re-run of v1 keeps the good artifact.
+  absl::Status st = pub_->Publish(Stage("ranker", 1, "bad", false), "ranker", 1, true);
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_EQ(Read(out_ / "ranker" / "1" / "model.pt"), "good");
+  EXPECT_EQ(Read(out_ / "ranker" / "1" / "report.json"), "{\"b\":\"good\"}");
+  EXPECT_TRUE(Temps().empty());
+}
+
+TEST_F(PublisherTest, StaleTempsCleanedAtStartup) {
+  Stage("ranker", 1, "half", true);  // a crash left this behind
+  fs::create_directories(out_ / ".tmp-other-3-99-1" / "x");
+  std::ofstream(out_ / ".tmp-file") << "x";
+  ASSERT_TRUE(pub_->Publish(Stage("ranker", 2, "ok", true), "ranker", 2, false).ok());
+  auto p = Publisher::Create(out_.string());
+  ASSERT_TRUE(p.ok());
+  auto n = (*p)->CleanStaleTemps();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 3);
+  EXPECT_TRUE(Temps().empty());
+  EXPECT_EQ(Read(out_ / "ranker" / "2" / "model.pt"), "ok");
+}
+
+TEST_F(PublisherTest, UnwritableOutputIsAnError) {
+  EXPECT_FALSE(Publisher::Create("/proc/sentier_no_such_dir/out").ok());
+}
+
+}  // namespace
+}  // namespace sentier
