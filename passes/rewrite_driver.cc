@@ -49,12 +49,13 @@ bool IsPure(Node* n) { return !n->hasSideEffects() && !MutatesSomething(n); }
 // (every member's inputs are defined before any member's outputs are used; this also rules out
 // any dependence between members), at most max_group long. Members are matched again right
 // before their group is rewritten, since earlier groups may have replaced their inputs.
-bool ApplyGroupRule(const std::shared_ptr<Graph>& graph, const CompiledRule& rule,
+// `round_nodes`: the nodes at the start of the round, in program order (nodes created during
+// the round are members from the next round on, as for ordinary rules).
+bool ApplyGroupRule(const std::vector<Node*>& round_nodes, const CompiledRule& rule,
                     const RewriteOptions& options, const internal::LegalityCheck& legal,
                     RewriteStats* stats) {
   const std::string& name = rule.ast.name;
-  std::vector<Node*> nodes;
-  Collect(graph->block(), &nodes);
+  const std::vector<Node*>& nodes = round_nodes;
   std::vector<std::string> bucket_order;
   absl::flat_hash_map<std::string, std::vector<Node*>> buckets;
   for (Node* n : nodes) {
@@ -164,7 +165,7 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
       const CompiledRule& rule = rules.compiled(r);
       const std::string& name = rule.ast.name;
       if (rule.ast.is_group) {
-        changed |= ApplyGroupRule(graph, rule, options, legal, stats);
+        changed |= ApplyGroupRule(nodes, rule, options, legal, stats);
         continue;
       }
       // Anchor kinds in a fixed order (by name), so results never depend on hashing.
