@@ -5,6 +5,7 @@
 // outputs at the sample batch size and at another one, and gradients of every parameter (matched
 // by name) under a fixed random projection of the outputs.
 #include <cstdio>
+#include <map>
 #include <iostream>
 #include <unistd.h>
 
@@ -117,6 +118,41 @@ TEST_P(ModelEndToEndTest, OptimizedArtifactLoadsAndMatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, ModelEndToEndTest, ::testing::ValuesIn(ExampleModelNames()));
+
+// The Optimus-shaped models come out with the expected groups (rule -> applications; for group
+// rules one application is one group).
+TEST(HorizontalTest, OptimusShapedModelsFormTheExpectedGroups) {
+  ASSERT_NE(Library(), nullptr);
+  const std::map<std::string, std::map<std::string, int64_t>> expected = {
+      {"split_linears",
+       {{"batch_linear", 1}, {"stack_of_equal_split_pieces", 1}, {"cat_of_all_unbind_pieces", 1}}},
+      {"same_input_linears", {{"batch_linear_same_input", 2}}},
+      {"split_layernorms", {{"batch_layernorm", 1}, {"stack_of_equal_split_pieces", 1}}},
+      {"split_pointwise",
+       {{"batch_sigmoid", 1}, {"batch_relu", 1}, {"batch_add", 1}, {"batch_mul", 1},
+        {"batch_sub", 1}, {"batch_div", 1}}},
+      {"clamp_branches", {{"batch_clamp", 1}, {"batch_nan_to_num", 1}, {"batch_detach", 1}}},
+      {"accumulated_linears", {{"batch_linear_same_input", 1}}},
+      {"highway", {{"batch_linear_same_input", 20}}},
+      {"feature_towers",
+       {{"batch_linear", 2}, {"batch_tanh", 1}, {"batch_layernorm", 1}, {"batch_relu", 1}}},
+  };
+  for (const auto& [name, rules] : expected) {
+    ExampleModel ex = MakeExampleModel(name);
+    auto graph = ex.module.get_method("forward").graph()->copy();
+    std::vector<c10::IValue> samples = {ex.module._ivalue()};
+    for (const c10::IValue& v : ex.inputs(32)) samples.push_back(v);
+    OptimizeOptions opts;
+    opts.sample_inputs = &samples;
+    auto report = OptimizeGraph(graph, *Library(), opts);
+    ASSERT_TRUE(report.ok()) << name << ": " << report.status();
+    for (const auto& [rule, n] : rules) {
+      auto it = report->stats.applications.find(rule);
+      EXPECT_EQ(it == report->stats.applications.end() ? 0 : it->second, n)
+          << name << ": " << rule << "\n" << graph->toString();
+    }
+  }
+}
 
 TEST(ModelEndToEndTest, WasteModelLosesItsSplitCatWaste) {
   ASSERT_NE(Library(), nullptr);
