@@ -72,7 +72,9 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#ifndef SENTIER_NO_HTTPLIB
 #include <httplib.h>
+#endif
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
@@ -108,6 +110,7 @@ DEFINE_int64(job_version, 0, "(internal)");
 DEFINE_string(job_source, "", "(internal)");
 DEFINE_string(job_stage, "", "(internal)");
 DEFINE_string(job_rules, "", "(internal)");
+DEFINE_string(job_device, "cpu", "(internal)");
 
 namespace sentier {
 namespace {
@@ -282,6 +285,13 @@ struct Running {
   bool timed_out = false;
 };
 
+// ResolvedDevice: where jobs validate and time: --device, with auto = cuda when available.
+std::string ResolvedDevice() {
+  if (FLAGS_device == "cuda") return "cuda";
+  if (FLAGS_device == "auto" && sentier::CudaAvailable()) return "cuda";
+  return "cpu";
+}
+
 class Daemon {
  public:
   int Run();
@@ -362,7 +372,7 @@ void Daemon::Dispatch(Job job) {
       "sentierd", "--job", absl::StrCat("--job_model=", v.model),
       absl::StrCat("--job_version=", v.version), absl::StrCat("--job_source=", v.dir),
       absl::StrCat("--job_stage=", *stage), absl::StrCat("--job_rules=", rules_->dir()),
-      absl::StrCat("--mode=", FLAGS_mode)};
+      absl::StrCat("--mode=", FLAGS_mode), absl::StrCat("--job_device=", ResolvedDevice())};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -610,6 +620,7 @@ int Daemon::Run() {
   sigaction(SIGCHLD, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+#ifndef SENTIER_NO_HTTPLIB
   std::unique_ptr<httplib::Server> server;
   std::thread server_thread;
   if (FLAGS_metrics_port > 0) {
@@ -628,6 +639,11 @@ int Daemon::Run() {
       LOG(INFO) << "metrics: serving /metrics and /healthz on port " << FLAGS_metrics_port;
     }
   }
+#else
+  if (FLAGS_metrics_port > 0) {
+    LOG(ERROR) << "metrics: this build has no HTTP server (built without cpp-httplib)";
+  }
+#endif
 
   bool stopping = false;
   Clock::time_point stop_deadline;
@@ -736,10 +752,12 @@ int Daemon::Run() {
       break;
     }
   }
+#ifndef SENTIER_NO_HTTPLIB
   if (server) {
     server->stop();
     server_thread.join();
   }
+#endif
   if (FLAGS_once && exit_code == kOk) PrintSummary();
   ::close(lock_fd);
   return exit_code;
@@ -779,6 +797,7 @@ int main(int argc, char** argv) {
     spec.source_dir = FLAGS_job_source;
     spec.stage_dir = FLAGS_job_stage;
     spec.rules_dir = FLAGS_job_rules;
+    spec.device = FLAGS_job_device;
     spec.mode = FLAGS_mode;
     return sentier::RunOptimizeJob(spec);
   }

@@ -23,6 +23,10 @@ struct JobSpec {
   std::string stage_dir;   // where to write model.pt and job.json
   std::string rules_dir;   // snapshot of the rule set to use
   std::string mode = "both";  // inference | training | both
+  // cpu: validate on CPU. cuda: also validate on the GPU (EquivalenceChecker) and time both
+  // models there; an optimized model that is not faster is not published (status unchanged,
+  // the artifact is the original).
+  std::string device = "cpu";
 };
 
 // RunOptimizeJob: does the job and writes stage_dir/job.json with at least "status" (optimized |
