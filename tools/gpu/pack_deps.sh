@@ -11,5 +11,7 @@ cp -r /usr/include/absl /usr/include/re2 /usr/include/gflags /usr/include/glog \
       /usr/include/nlohmann "$out/include/"
 cp /usr/lib/x86_64-linux-gnu/libabsl_*.a /usr/lib/x86_64-linux-gnu/libre2.a \
    /usr/lib/x86_64-linux-gnu/libgflags.a /usr/lib/x86_64-linux-gnu/libglog.a "$out/lib/"
+# Debian's static glog unwinds with libunwind, which decompresses debug info with liblzma.
+cp /usr/lib/x86_64-linux-gnu/libunwind.a /usr/lib/x86_64-linux-gnu/liblzma.a "$out/lib/"
 tar -C build -czf build/gpu-deps.tar.gz gpu-deps
 echo "pack_deps: $(du -h build/gpu-deps.tar.gz | cut -f1) in build/gpu-deps.tar.gz"
