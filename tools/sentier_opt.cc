@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "passes/optimizer.h"
 #include "runtime/graph_runner.h"
+#include "tools/flags.h"
 #include "runtime/model_io.h"
 
 DEFINE_string(input, "", "model to optimize: a TorchScript archive (.pt) or text IR (.ir)");
@@ -197,17 +198,8 @@ int main(int argc, char** argv) {
       "sentier_opt --input=IN(.pt|.ir) --output=OUT(.pt|.ir) [--rules=...] [--report=...]\n"
       "Exit codes: 0 success, 2 bad usage or input, 1 internal error.");
   // Unknown flags are bad usage (exit 2), not gflags' default exit 1.
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!absl::StartsWith(arg, "-")) continue;
-    std::string name = arg.substr(arg.find_first_not_of('-'));
-    name = name.substr(0, name.find('='));
-    gflags::CommandLineFlagInfo info;
-    bool known = gflags::GetCommandLineFlagInfo(name.c_str(), &info) ||
-                 (absl::StartsWith(name, "no") &&
-                  gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info));
-    if (!known) return Fail(kBadInput, absl::StrCat("unknown flag '", arg, "' (see --help)"));
-  }
+  std::string unknown = sentier::FindUnknownFlag(argc, argv);
+  if (!unknown.empty()) return Fail(kBadInput, absl::StrCat("unknown flag '", unknown, "' (see --help)"));
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) return Fail(kBadInput, absl::StrCat("unexpected argument '", argv[1], "'"));
   try {

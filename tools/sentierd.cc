@@ -77,6 +77,7 @@
 #endif
 #include <nlohmann/json.hpp>
 
+#include "tools/flags.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -771,18 +772,9 @@ int main(int argc, char** argv) {
       "sentierd --registry=REG --output=OUT [--once] [--rules=...] (see the header of "
       "tools/sentierd.cc)\nExit codes: 0 ok, 1 internal, 2 bad flags, 3 output locked, 4 registry "
       "unreadable or output unwritable.");
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!absl::StartsWith(arg, "-")) continue;
-    std::string name = arg.substr(arg.find_first_not_of('-'));
-    name = name.substr(0, name.find('='));
-    gflags::CommandLineFlagInfo info;
-    bool known = gflags::GetCommandLineFlagInfo(name.c_str(), &info) ||
-                 (absl::StartsWith(name, "no") &&
-                  gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info));
-    if (!known) {
-      return sentier::Fail(sentier::kBadFlags, absl::StrCat("unknown flag '", arg, "' (see --help)"));
-    }
+  std::string unknown = sentier::FindUnknownFlag(argc, argv);
+  if (!unknown.empty()) {
+    return sentier::Fail(sentier::kBadFlags, absl::StrCat("unknown flag '", unknown, "' (see --help)"));
   }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
