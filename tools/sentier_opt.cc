@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/cuda.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "passes/optimizer.h"
+#include "runtime/cost_selection.h"
 #include "runtime/graph_runner.h"
 #include "tools/flags.h"
 #include "runtime/model_io.h"
@@ -41,6 +43,12 @@ DEFINE_string(dot_after, "", "write a Graphviz file of the graph after optimizat
 DEFINE_int32(max_rounds, 16, "bound on rounds of rule application");
 DEFINE_bool(list_rules, false, "print the loaded rules (name<TAB>family<TAB>file:line) and exit");
 DEFINE_bool(list_functions, false, "print the rule language's functions and builtins and exit");
+DEFINE_string(cost, "none",
+              "none: apply every rule that matches; measure: time the result on --device and keep "
+              "only rewrites that make it faster (needs --inputs); when nothing pays, the output "
+              "is the original model");
+DEFINE_string(device, "auto", "with --cost=measure: auto (CUDA when available), cpu or cuda");
+DEFINE_string(mode, "training", "with --cost=measure: time a training step or an inference forward");
 
 namespace {
 
@@ -107,6 +115,63 @@ int Run() {
       absl::Status st = sentier::WriteFileAtomically(FLAGS_dot_before, sentier::GraphToDot(*copy));
       if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
     }
+  }
+  sentier::CostSelection selection;
+  bool measured = false;
+  if (FLAGS_cost == "measure") {
+    if (FLAGS_inputs.empty() || !model->is_module) {
+      return Fail(kBadInput, "--cost=measure needs a .pt model and --inputs");
+    }
+    sentier::CostOptions copts;
+    bool cuda = torch::cuda::is_available();
+    if (FLAGS_device == "cuda" && !cuda) return Fail(kBadInput, "--device=cuda but no CUDA device is available");
+    if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
+      return Fail(kBadInput, "--device must be auto, cpu or cuda");
+    }
+    copts.device = FLAGS_device == "auto" ? (cuda ? "cuda" : "cpu") : FLAGS_device;
+    if (FLAGS_mode != "training" && FLAGS_mode != "inference") {
+      return Fail(kBadInput, "--mode must be training or inference");
+    }
+    copts.training = FLAGS_mode == "training";
+    std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());
+    auto sel = sentier::SelectRulesByMeasurement(FLAGS_input, plain, **rules, copts);
+    if (!sel.ok()) return Fail(kInternal, absl::StrCat("--cost=measure: ", sel.status().message()));
+    selection = *sel;
+    measured = true;
+    for (const std::string& line : selection.log) std::cout << "sentier_opt: cost: " << line << "\n";
+    if (!selection.faster) {
+      // Nothing pays: the output is the original archive, byte for byte.
+      auto bytes = sentier::ReadFile(FLAGS_input);
+      if (!bytes.ok()) return Fail(kBadInput, std::string(bytes.status().message()));
+      absl::Status st = sentier::WriteFileAtomically(FLAGS_output, *bytes);
+      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
+      std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output
+                << ": unchanged: no rewrite made it faster ("
+                << absl::StrFormat("%.3f ms optimized vs %.3f ms original", selection.optimized_ms,
+                                   selection.original_ms)
+                << " per " << FLAGS_mode << " step on " << copts.device << ")\n";
+      if (!FLAGS_report.empty()) {
+        nlohmann::json j;
+        j["input"] = FLAGS_input;
+        j["output"] = FLAGS_output;
+        j["status"] = "unchanged";
+        j["input_sha256"] = input_sha.ok() ? *input_sha : "";
+        j["output_sha256"] = input_sha.ok() ? *input_sha : "";
+        j["rules_fingerprint"] = (*rules)->Fingerprint();
+        j["cost"] = {{"mode", FLAGS_mode},
+                     {"device", copts.device},
+                     {"original_ms", selection.original_ms},
+                     {"optimized_ms", selection.optimized_ms},
+                     {"faster", false},
+                     {"log", selection.log}};
+        absl::Status rs = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
+        if (!rs.ok()) return Fail(kBadInput, std::string(rs.message()));
+      }
+      return kOk;
+    }
+    rules = selection.rules;
+  } else if (FLAGS_cost != "none") {
+    return Fail(kBadInput, absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
   }
   // Executed aten ops per forward (CPU proxy for kernel launches), before and after.
   std::shared_ptr<torch::jit::Graph> before_copy;
@@ -185,6 +250,14 @@ int Run() {
     j["shape_facts"] = report->shape_facts;
     if (!report->shape_facts_error.empty()) j["shape_facts_error"] = report->shape_facts_error;
     j["optimize_ms"] = report->optimize_ms;
+    if (measured) {
+      j["cost"] = {{"mode", FLAGS_mode},
+                   {"original_ms", selection.original_ms},
+                   {"optimized_ms", selection.optimized_ms},
+                   {"faster", selection.faster},
+                   {"dropped_rules", selection.dropped},
+                   {"log", selection.log}};
+    }
     absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
     if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
   }

@@ -65,6 +65,11 @@ printf 'rule r4\n  family vertical\n  match\n    %%y = aten::relu(%%x\n' >"$T/sy
 check syntax_error 2 "syntax\.rules:4:[0-9]+: expected" -- "$OPT" --list_rules --rules="$T/syntax.rules"
 check bad_rules_path 2 "no_such_dir" -- "$OPT" --input="$T/model.pt" --output="$T/bad_out.pt" --rules="$T/no_such_dir"
 
+# --cost=measure: times the result and keeps only rewrites that pay (CPU timing here).
+check cost_measure 0 "cost: all rules" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --inputs="$T/inputs.pt" --rules="$RULES" --cost=measure --device=cpu --mode=inference
+check cost_needs_inputs 2 "needs a .pt model and --inputs" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=measure
+check cost_bad_value 2 "--cost must be none or measure" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=bogus
+
 # Bad usage.
 check unknown_flag 2 "unknown flag" -- "$OPT" --inptu=x
 check no_input 2 "--input is required" -- "$OPT" --output="$T/x.pt" --rules="$RULES"

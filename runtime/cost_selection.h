@@ -1,0 +1,49 @@
+// cost_selection.h — keeps only the rewrites that pay, by timing them (sentier_opt --cost=measure).
+//
+// SelectRulesByMeasurement optimizes a fresh copy of the model with the whole rule set and times
+// a step of the result against the original (EquivalenceChecker with timing: forward, or forward
+// + backward in training mode, median of repeated runs, device synchronized). Then, greedily, it
+// tries the set without each rule that fired, one at a time in load order, and drops a rule when
+// the model is faster without it (by more than the noise margin). When even the best set is not
+// faster than the original, the selection is empty and the caller publishes the original.
+//
+//   auto sel = SelectRulesByMeasurement(model_path, samples, *rules, options);
+//   // sel->rules: the subset to apply; sel->log: one line per measurement
+#ifndef SENTIER_RUNTIME_COST_SELECTION_H_
+#define SENTIER_RUNTIME_COST_SELECTION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "absl/status/statusor.h"
+#include "passes/rule_set.h"
+
+namespace sentier {
+
+struct CostOptions {
+  std::string device = "cpu";   // where to time: cpu or cuda
+  bool training = true;         // time forward + backward (else forward only)
+  double margin = 0.02;         // a change must win by more than this fraction
+};
+
+struct CostSelection {
+  std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
+  bool faster = false;                   // the selected set beats the original
+  double original_ms = 0.0;
+  double optimized_ms = 0.0;             // with the selected set
+  std::vector<std::string> dropped;      // rules dropped because the model was faster without
+  std::vector<std::string> log;          // one line per measurement
+};
+
+// `samples`: the model's sample inputs (without the module itself).
+absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_path,
+                                                       const std::vector<c10::IValue>& samples,
+                                                       const RuleSet& rules,
+                                                       const CostOptions& options);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_COST_SELECTION_H_
