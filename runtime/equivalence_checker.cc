@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/cuda_kernels.h"
 #include "runtime/graph_runner.h"
 
 namespace sentier {
@@ -303,6 +304,27 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
       report.aten_ops_candidate = *b;
     }
   } catch (const std::exception&) {
+  }
+  if (device.is_cuda()) {
+    auto count = [&](const torch::jit::Module& m, bool train) -> int64_t {
+      c10::AutoGradMode grad_mode(train);
+      torch::jit::Module copy = m.clone();
+      copy.to(device);
+      copy.to(options_.dtype);
+      for (at::Tensor p : copy.parameters()) p.requires_grad_(train && c10::isFloatingType(p.scalar_type()));
+      std::vector<c10::IValue> in;
+      for (const c10::IValue& v : samples) {
+        in.push_back(v.isTensor() ? c10::IValue(Cast(v.toTensor(), options_.dtype, device)) : v);
+      }
+      auto n = CountCudaKernels(copy, in, train);
+      return n.ok() ? *n : -1;
+    };
+    report.cuda_kernels_forward_reference = count(reference, false);
+    report.cuda_kernels_forward_candidate = count(candidate, false);
+    if (training) {
+      report.cuda_kernels_step_reference = count(reference, true);
+      report.cuda_kernels_step_candidate = count(candidate, true);
+    }
   }
   if (options_.time) {
     report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);

@@ -60,6 +60,11 @@ struct CheckReport {
   double candidate_ms = -1.0;
   double reference_train_ms = -1.0;  // median forward + backward time (training mode)
   double candidate_train_ms = -1.0;
+  // CUDA kernels per forward and per training step (Kineto; CUDA builds and devices only).
+  int64_t cuda_kernels_forward_reference = -1;
+  int64_t cuda_kernels_forward_candidate = -1;
+  int64_t cuda_kernels_step_reference = -1;
+  int64_t cuda_kernels_step_candidate = -1;
 };
 
 class EquivalenceChecker {

@@ -92,6 +92,14 @@ int Run() {
   if (report->reference_ms >= 0) {
     std::cout << "; forward " << report->reference_ms << " ms -> " << report->candidate_ms << " ms";
   }
+  if (report->cuda_kernels_forward_reference >= 0) {
+    std::cout << "; CUDA kernels per forward " << report->cuda_kernels_forward_reference << " -> "
+              << report->cuda_kernels_forward_candidate;
+  }
+  if (report->cuda_kernels_step_reference >= 0) {
+    std::cout << ", per training step " << report->cuda_kernels_step_reference << " -> "
+              << report->cuda_kernels_step_candidate;
+  }
   if (report->reference_train_ms >= 0) {
     std::cout << "; training step " << report->reference_train_ms << " ms -> "
               << report->candidate_train_ms << " ms";
@@ -107,8 +115,13 @@ int Run() {
     j["mode"] = FLAGS_mode;
     j["aten_ops_per_forward"] = {{"reference", report->aten_ops_reference},
                                  {"candidate", report->aten_ops_candidate}};
-    // Kernel counts need the Kineto profiler and a CUDA device; absent on CPU.
-    j["cuda_kernels_per_forward"] = nullptr;
+    // Kernel counts need the Kineto profiler and a CUDA device; null on CPU.
+    auto or_null = [](int64_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    j["cuda_kernels_per_forward"] = {{"reference", or_null(report->cuda_kernels_forward_reference)},
+                                     {"candidate", or_null(report->cuda_kernels_forward_candidate)}};
+    j["cuda_kernels_per_training_step"] = {
+        {"reference", or_null(report->cuda_kernels_step_reference)},
+        {"candidate", or_null(report->cuda_kernels_step_candidate)}};
     if (report->reference_ms >= 0) {
       j["forward_ms"] = {{"reference", report->reference_ms}, {"candidate", report->candidate_ms}};
     }
