@@ -30,7 +30,9 @@ DEFINE_string(mode, "both", "inference (outputs), training (gradients) or both")
 DEFINE_string(dtype, "float32", "float32 or bfloat16: floating inputs and parameters are cast");
 DEFINE_int32(trials, 3, "sample inputs plus trials-1 random input sets (plus one at batch x2)");
 DEFINE_uint64(seed, 0, "seed for random inputs and projections");
-DEFINE_bool(time, false, "also report median forward time of both models");
+DEFINE_bool(time, false,
+            "also time both models (median step, device synchronized); on by default when the "
+            "device is CUDA");
 DEFINE_string(report, "", "write a JSON report here");
 
 namespace {
@@ -69,7 +71,9 @@ int Run() {
   }
   opts.trials = FLAGS_trials;
   opts.seed = FLAGS_seed;
-  opts.time = FLAGS_time;
+  gflags::CommandLineFlagInfo time_flag;
+  bool time_default = gflags::GetCommandLineFlagInfo("time", &time_flag) && time_flag.is_default;
+  opts.time = time_default ? opts.device == "cuda" : FLAGS_time;
   auto ref = sentier::LoadModel(FLAGS_reference);
   if (!ref.ok()) return Fail(2, std::string(ref.status().message()));
   auto cand = sentier::LoadModel(FLAGS_candidate);
