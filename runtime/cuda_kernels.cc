@@ -4,6 +4,8 @@
 #ifdef SENTIER_WITH_CUDA
 #include <set>
 
+#include <ATen/ATen.h>
+
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #endif
