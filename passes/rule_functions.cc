@@ -244,15 +244,20 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                  return Datum::Int(*s);
                }};
   f["shape"] = {1, 1,
-                "shape(%v): the sizes of a tensor value on the sample inputs (all dims; needs "
-                "--inputs or a complete IR type)",
+                "shape(%v): the sizes of a tensor value on the sample inputs, a dim that follows "
+                "the batch as minus its size (needs --inputs or a complete IR type)",
                 [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
                   ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
                   if (vs.size() != 1) return Err("shape() takes one value");
                   std::vector<Datum> out;
                   const TensorFact* f = ctx.facts != nullptr ? ctx.facts->Find(vs[0]) : nullptr;
                   if (f != nullptr) {
-                    for (int64_t s : f->sizes) out.push_back(Datum::Int(s));
+                    // A dim that follows the batch is written as minus its sample size, so it
+                    // never equals a static dim of the same sample size (which would stay put
+                    // when the batch changes).
+                    for (size_t d = 0; d < f->sizes.size(); ++d) {
+                      out.push_back(Datum::Int(f->dynamic[d] ? -f->sizes[d] : f->sizes[d]));
+                    }
                     return Datum::List(std::move(out));
                   }
                   auto t = vs[0]->type()->template cast<c10::TensorType>();

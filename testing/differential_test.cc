@@ -1,0 +1,93 @@
+// differential_test.cc — randomized differential test of the optimizer on a fixed seed set.
+//
+// Each seed gives one random graph (testing/random_graph.h); the shipped rule library optimizes
+// it, and the optimized graph must compute the same outputs and gradients (also at twice the
+// batch size) and print as text that parses back. A mismatch prints the seed, the smallest
+// failing graph size and both graphs. The coverage check reports rules that never fire on the
+// seed set.
+#include <map>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_join.h"
+#include "passes/rule_set.h"
+#include "runtime/model_io.h"
+#include "testing/random_graph.h"
+
+namespace sentier {
+namespace difftest {
+namespace {
+
+constexpr uint64_t kFirstSeed = 1;
+constexpr int kSeeds = 400;
+
+// Seeds of the fixed set that expose known engine bugs (TESTING.md, "Findings"): reported, not
+// failed, so the suite stays green until the engine is fixed; drop a seed once it passes.
+// (397, where batch_gelu grouped a slice with a fixed dim-0 size and a batch-following input, is
+// fixed: shape() now marks batch-following dims.)
+const std::set<uint64_t> kKnownEngineBugs = {};
+
+struct FixedRun {
+  std::shared_ptr<const RuleSet> rules;
+  std::map<std::string, int64_t> fired;  // rule -> graphs where it fired
+  int valid = 0;
+  int known = 0;
+  std::vector<std::string> failures;
+};
+
+const FixedRun& FixedSet() {
+  static const FixedRun* run = [] {
+    auto* r = new FixedRun;
+    auto rules = LoadRules({DefaultRulesDir()});
+    if (!rules.ok()) {
+      ADD_FAILURE() << rules.status();
+      return r;
+    }
+    r->rules = *rules;
+    for (uint64_t s = kFirstSeed; s < kFirstSeed + kSeeds; ++s) {
+      DiffResult d = RunDifferential(**rules, s, StepsForSeed(s));
+      if (!d.valid) continue;
+      r->valid++;
+      for (const auto& [name, n] : d.applications) {
+        if (n > 0) r->fired[name]++;
+      }
+      if (d.ok()) continue;
+      if (kKnownEngineBugs.count(s)) {
+        std::cout << "known engine bug (not failed): " << FormatFailure(d) << "\n";
+        r->known++;
+        continue;
+      }
+      r->failures.push_back(FormatFailure(Minimize(**rules, d)));
+    }
+    return r;
+  }();
+  return *run;
+}
+
+TEST(DifferentialTest, OptimizedGraphsMatchOriginals) {
+  const FixedRun& run = FixedSet();
+  ASSERT_NE(run.rules, nullptr);
+  EXPECT_GE(run.valid, kSeeds * 9 / 10) << "the generator made too many graphs that do not run";
+  for (const std::string& f : run.failures) ADD_FAILURE() << f;
+}
+
+TEST(DifferentialTest, EveryRuleFiresOnSomeGeneratedGraph) {
+  const FixedRun& run = FixedSet();
+  ASSERT_NE(run.rules, nullptr);
+  std::vector<std::string> never;
+  for (size_t i = 0; i < run.rules->size(); ++i) {
+    const std::string& name = run.rules->rule(i).name;
+    if (run.fired.count(name) == 0) never.push_back(name);
+  }
+  std::vector<std::string> counts;
+  for (const auto& [name, n] : run.fired) counts.push_back(name + "=" + std::to_string(n));
+  std::cout << "rules fired (graphs): " << absl::StrJoin(counts, " ") << "\n";
+  EXPECT_TRUE(never.empty()) << "rules that never fired on " << kSeeds
+                             << " generated graphs: " << absl::StrJoin(never, ", ");
+}
+
+}  // namespace
+}  // namespace difftest
+}  // namespace sentier
