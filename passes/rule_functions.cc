@@ -244,19 +244,25 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                  return Datum::Int(*s);
                }};
   f["shape"] = {1, 1,
-                "shape(%v): the sizes of a tensor value on the sample inputs, a dim that follows "
-                "the batch as minus its size (needs --inputs or a complete IR type)",
+                "shape(%v): the sizes of a tensor value on the sample inputs; a dim that changes "
+                "with the batch is the string \"s@s2\" (sizes at the sample batch and at twice "
+                "it) (needs --inputs or a complete IR type)",
                 [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
                   ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
                   if (vs.size() != 1) return Err("shape() takes one value");
                   std::vector<Datum> out;
                   const TensorFact* f = ctx.facts != nullptr ? ctx.facts->Find(vs[0]) : nullptr;
                   if (f != nullptr) {
-                    // A dim that follows the batch is written as minus its sample size, so it
-                    // never equals a static dim of the same sample size (which would stay put
-                    // when the batch changes).
+                    // A dim that changes with the batch is written "s@s2" (its size at the
+                    // sample batch and at twice it), so it never equals a static dim, nor a
+                    // dim that changes differently.
                     for (size_t d = 0; d < f->sizes.size(); ++d) {
-                      out.push_back(Datum::Int(f->dynamic[d] ? -f->sizes[d] : f->sizes[d]));
+                      if (!f->dynamic[d]) {
+                        out.push_back(Datum::Int(f->sizes[d]));
+                      } else {
+                        int64_t s2 = d < f->sizes_at_double_batch.size() ? f->sizes_at_double_batch[d] : -1;
+                        out.push_back(Datum::Str(absl::StrCat(f->sizes[d], "@", s2)));
+                      }
                     }
                     return Datum::List(std::move(out));
                   }

@@ -139,6 +139,7 @@ absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
         f.dynamic.assign(f.sizes.size(), true);
       } else {
         for (int64_t d = 0; d < t.dim(); ++d) f.dynamic[d] = t.size(d) != t2.size(d);
+        f.sizes_at_double_batch = t2.sizes().vec();
       }
     } else if (!f.sizes.empty()) {
       f.dynamic[0] = true;

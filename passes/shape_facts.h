@@ -34,6 +34,7 @@ namespace sentier {
 struct TensorFact {
   std::vector<int64_t> sizes;
   std::vector<bool> dynamic;  // dynamic[d]: size of dim d changed with the batch size
+  std::vector<int64_t> sizes_at_double_batch;  // sizes in the second run (empty if it failed)
   c10::ScalarType dtype = c10::ScalarType::Float;
   c10::Device device = c10::Device(c10::kCPU);
 };
