@@ -44,6 +44,27 @@ bool MutatesSomething(const Node* n) {
 
 bool IsPure(Node* n) { return !n->hasSideEffects() && !MutatesSomething(n); }
 
+// Dropout in eval mode returns its input itself, but its schema does not say so, so AliasDb
+// treats the result as a fresh tensor. A value is written to when anything reached from it
+// through such ops has writers.
+bool WrittenThroughDropout(const torch::jit::AliasDb& db, torch::jit::Value* v, int depth = 0) {
+  static const c10::Symbol kDropouts[] = {
+      c10::Symbol::fromQualString("aten::dropout"),
+      c10::Symbol::fromQualString("aten::feature_dropout"),
+      c10::Symbol::fromQualString("aten::alpha_dropout"),
+      c10::Symbol::fromQualString("aten::feature_alpha_dropout")};
+  if (depth > 16) return true;
+  for (const torch::jit::Use& u : v->uses()) {
+    if (u.offset != 0) continue;
+    bool dropout = false;
+    for (c10::Symbol k : kDropouts) dropout |= u.user->kind() == k;
+    if (!dropout) continue;
+    torch::jit::Value* out = u.user->output();
+    if (db.hasWriters(out) || WrittenThroughDropout(db, out, depth + 1)) return true;
+  }
+  return false;
+}
+
 // Batches the members of one group rule: members are collected in program order, bucketed by
 // block and key, and each bucket is cut greedily into groups whose members are independent
 // (every member's inputs are defined before any member's outputs are used; this also rules out
@@ -156,6 +177,12 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
         if (alias_db) {
           if (!known.contains(n)) return false;  // created this round: wait for the next one
           if (alias_db->hasWriters(n)) return false;
+          for (torch::jit::Value* v : n->inputs()) {
+            if (WrittenThroughDropout(*alias_db, v)) return false;
+          }
+          for (torch::jit::Value* v : n->outputs()) {
+            if (WrittenThroughDropout(*alias_db, v)) return false;
+          }
         }
       }
       return true;
