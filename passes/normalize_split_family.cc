@@ -218,6 +218,19 @@ bool IsSplitFamily(Node* n) {
 
 bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, const ShapeFacts* facts) {
   bool changed = false;
+  // parts = [a, b, c]; parts[k] is the k-th element when the list is never mutated.
+  for (Node* n : nodes) {
+    if (n->kind() != kGetItem || n->inputs().size() != 2) continue;
+    Node* list = n->input(0)->node();
+    if (list->kind() != c10::prim::ListConstruct || !ListIsReadOnly(n->input(0))) continue;
+    c10::optional<int64_t> idx = ConstInt(n->input(1));
+    int64_t count = static_cast<int64_t>(list->inputs().size());
+    if (!idx) continue;
+    int64_t i = *idx < 0 ? *idx + count : *idx;
+    if (i < 0 || i >= count) continue;
+    n->output()->replaceAllUsesWith(list->input(i));
+    changed = true;
+  }
   for (Node* n : nodes) {
     if (!IsSplitFamily(n) || n->outputs().size() != 1) continue;
     Value* list = n->output();

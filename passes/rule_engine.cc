@@ -1280,6 +1280,69 @@ Node* OwnerIn(Node* n, torch::jit::Block* block) {
 
 }  // namespace
 
+// FollowsBatch: a tensor value whose size may change with the batch (a dynamic dim in the facts,
+// or no facts at all); module parameters and constants never do.
+bool FollowsBatch(Value* v, const ShapeFacts* facts) {
+  if (v->type()->kind() != c10::TypeKind::TensorType) return false;
+  if (Hoistable(v->node())) return false;
+  const TensorFact* f = facts != nullptr ? facts->Find(v) : nullptr;
+  if (f == nullptr) return true;
+  for (bool d : f->dynamic) {
+    if (d) return true;
+  }
+  return false;
+}
+
+// ProvablySameShape: a and b have equal sizes for every input the graph accepts, whatever the
+// batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; the
+// same shape-preserving op (pointwise, layer_norm, dropout, detach, linear with weights of equal
+// static sizes) applied to provably equal-shaped tensors and equal constants.
+bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
+  if (a == b) return true;
+  if (depth > 48) return false;
+  Node* na = a->node();
+  Node* nb = b->node();
+  if (na == nb && na->kind() == c10::prim::ListUnpack) {
+    Node* src = na->input(0)->node();
+    if (src->kind() == c10::aten::unbind) return true;
+    c10::optional<std::vector<int64_t>> sizes = SplitSections(src);
+    return sizes && (*sizes)[a->offset()] == (*sizes)[b->offset()];
+  }
+  if (na->kind() != nb->kind() || na->inputs().size() != nb->inputs().size() ||
+      na->outputs().size() != 1 || nb->outputs().size() != 1) {
+    return false;
+  }
+  static const char* kPreserving[] = {
+      "aten::relu",  "aten::tanh",   "aten::sigmoid",    "aten::silu",     "aten::gelu",
+      "aten::clamp", "aten::detach", "aten::nan_to_num", "aten::dropout",  "aten::layer_norm",
+      "aten::add",   "aten::sub",    "aten::mul",        "aten::div",      "aten::neg",
+      "aten::abs",   "aten::exp",    "aten::contiguous", "aten::softmax",  "aten::linear"};
+  bool preserving = false;
+  for (const char* k : kPreserving) preserving |= na->kind() == c10::Symbol::fromQualString(k);
+  if (!preserving) return false;
+  for (size_t k = 0; k < na->inputs().size(); ++k) {
+    Value* x = na->input(k);
+    Value* y = nb->input(k);
+    if (x == y) continue;
+    c10::optional<Datum> cx = DatumFromConstant(x);
+    c10::optional<Datum> cy = DatumFromConstant(y);
+    if (cx || cy) {
+      if (!cx || !cy || !cx->Equal(*cy)) return false;
+      continue;
+    }
+    if (!FollowsBatch(x, facts) && !FollowsBatch(y, facts)) {
+      // Parameters and other static tensors (a linear's weight, a layer_norm's affine): their
+      // sizes are fixed; they must be equal.
+      const TensorFact* fx = facts != nullptr ? facts->Find(x) : nullptr;
+      const TensorFact* fy = facts != nullptr ? facts->Find(y) : nullptr;
+      if (fx == nullptr || fy == nullptr || fx->sizes != fy->sizes) return false;
+      continue;
+    }
+    if (!ProvablySameShape(x, y, facts, depth + 1)) return false;
+  }
+  return true;
+}
+
 bool IsBefore(Node* a, Node* b) {
   if (a == nullptr) return b != nullptr;
   if (b == nullptr) return false;
@@ -1332,9 +1395,30 @@ bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* 
   return true;
 }
 
-ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& members,
+ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& all_members,
                        const ShapeFacts* facts, const LegalityCheck& legal, std::string* error) {
-  if (members.empty()) return ApplyResult::kNoMatch;
+  if (all_members.empty()) return ApplyResult::kNoMatch;
+  // Keys compare sizes seen on the samples; stacking needs equal sizes for every batch. Keep the
+  // members whose batch-following values are provably shaped like the first member's.
+  std::vector<GroupMember*> members = {all_members[0]};
+  for (size_t i = 1; i < all_members.size(); ++i) {
+    bool same = true;
+    for (const auto& [name, v0] : all_members[0]->bindings.values) {
+      auto it = all_members[i]->bindings.values.find(name);
+      if (it == all_members[i]->bindings.values.end()) {
+        same = false;
+        break;
+      }
+      // Only what goes into the batched op must agree; the members' own results may differ.
+      if (all_members[0]->bindings.matched.contains(v0->node())) continue;
+      if (FollowsBatch(v0, facts) && !ProvablySameShape(v0, it->second, facts, 0)) {
+        same = false;
+        break;
+      }
+    }
+    if (same) members.push_back(all_members[i]);
+  }
+  if (static_cast<int64_t>(members.size()) < rule.ast.min_group) return ApplyResult::kNoMatch;
   Node* anchor = members[0]->anchor;
   torch::jit::Block* block = anchor->owningBlock();
   Bindings combined;
