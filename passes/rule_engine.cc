@@ -1349,6 +1349,37 @@ bool IsBefore(Node* a, Node* b) {
   return a->isBefore(b);
 }
 
+namespace {
+
+// MakeContext: the evaluation context of one match (or one group) anchored at `anchor`.
+EvalContext MakeContext(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+                        Bindings* bindings, const LegalityCheck* legal) {
+  EvalContext ctx;
+  ctx.graph = anchor->owningGraph();
+  ctx.anchor = anchor;
+  ctx.facts = facts;
+  ctx.bindings = bindings;
+  ctx.rule_name = rule.ast.name;
+  if (legal != nullptr && *legal) {
+    LegalityCheck check = *legal;
+    ctx.legal = [check, anchor](const std::vector<Node*>& nodes) { return check(nodes, anchor); };
+  }
+  return ctx;
+}
+
+// Rewrite: runs the rule's rewrite section; kApplied, kNoMatch (nothing changed) or kError.
+ApplyResult Rewrite(const CompiledRule& rule, EvalContext& ctx, std::string* error) {
+  Rewriter rw(rule, ctx);
+  auto done = rw.Run();
+  if (!done.ok()) {
+    if (error != nullptr) *error = std::string(done.status().message());
+    return ApplyResult::kError;
+  }
+  return *done ? ApplyResult::kApplied : ApplyResult::kNoMatch;
+}
+
+}  // namespace
+
 bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
                       GroupMember* out) {
   if (!rule.nodes[rule.anchor].kinds.contains(anchor->kind())) return false;
@@ -1356,11 +1387,7 @@ bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* 
   m.anchor = anchor;
   Matcher matcher(rule, &m.bindings);
   if (!matcher.MatchAll(anchor)) return false;
-  EvalContext ctx;
-  ctx.graph = anchor->owningGraph();
-  ctx.anchor = anchor;
-  ctx.facts = facts;
-  ctx.bindings = &m.bindings;
+  EvalContext ctx = MakeContext(rule, anchor, facts, &m.bindings, nullptr);
   for (const ExprPtr& w : rule.ast.where) {
     auto d = Eval(*w, ctx);
     if (!d.ok() || d->kind != Datum::Kind::kBool || !d->b) return false;
@@ -1449,20 +1476,8 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
       if (!HoistAfter(in, &cursor)) return ApplyResult::kNoMatch;
     }
   }
-  EvalContext ctx;
-  ctx.graph = anchor->owningGraph();
-  ctx.anchor = anchor;
-  ctx.facts = facts;
-  ctx.bindings = &combined;
-  ctx.rule_name = rule.ast.name;
-  ctx.legal = [&](const std::vector<Node*>& nodes) { return !legal || legal(nodes, anchor); };
-  Rewriter rw(rule, ctx);
-  auto done = rw.Run();
-  if (!done.ok()) {
-    if (error != nullptr) *error = std::string(done.status().message());
-    return ApplyResult::kError;
-  }
-  return *done ? ApplyResult::kApplied : ApplyResult::kNoMatch;
+  EvalContext ctx = MakeContext(rule, anchor, facts, &combined, &legal);
+  return Rewrite(rule, ctx, error);
 }
 
 ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
@@ -1471,27 +1486,14 @@ ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* f
   Bindings b;
   Matcher m(rule, &b);
   if (!m.MatchAll(anchor)) return ApplyResult::kNoMatch;
-  EvalContext ctx;
-  ctx.graph = anchor->owningGraph();
-  ctx.anchor = anchor;
-  ctx.facts = facts;
-  ctx.bindings = &b;
-  ctx.rule_name = rule.ast.name;
-  ctx.legal = [&](const std::vector<Node*>& nodes) { return !legal || legal(nodes, anchor); };
+  EvalContext ctx = MakeContext(rule, anchor, facts, &b, &legal);
   for (const ExprPtr& w : rule.ast.where) {
     auto d = Eval(*w, ctx);
     // A constraint that cannot be evaluated (e.g. a size that is not known) does not hold.
     if (!d.ok() || d->kind != Datum::Kind::kBool || !d->b) return ApplyResult::kNoMatch;
   }
   if (legal && !legal(b.matched_order, anchor)) return ApplyResult::kIllegal;
-  Rewriter rw(rule, ctx);
-  auto done = rw.Run();
-  if (!done.ok()) {
-    if (error != nullptr) *error = std::string(done.status().message());
-    return ApplyResult::kError;
-  }
-  if (!*done) return ApplyResult::kNoMatch;
-  return ApplyResult::kApplied;
+  return Rewrite(rule, ctx, error);
 }
 
 }  // namespace internal
