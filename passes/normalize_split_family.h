@@ -19,11 +19,7 @@
 
 #include "passes/shape_facts.h"
 
-namespace torch {
-namespace jit {
-struct Graph;
-}  // namespace jit
-}  // namespace torch
+#include "passes/graph_fwd.h"
 
 namespace sentier {
 

@@ -21,11 +21,7 @@
 #include "passes/rewrite_driver.h"
 #include "passes/rule_set.h"
 
-namespace torch {
-namespace jit {
-struct Graph;
-}  // namespace jit
-}  // namespace torch
+#include "passes/graph_fwd.h"
 
 namespace sentier {
 

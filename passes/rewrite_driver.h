@@ -18,11 +18,7 @@
 #include "passes/rule_set.h"
 #include "passes/shape_facts.h"
 
-namespace torch {
-namespace jit {
-struct Graph;
-}  // namespace jit
-}  // namespace torch
+#include "passes/graph_fwd.h"
 
 namespace sentier {
 

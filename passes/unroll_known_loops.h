@@ -12,11 +12,7 @@
 #include <cstdint>
 #include <memory>
 
-namespace torch {
-namespace jit {
-struct Graph;
-}  // namespace jit
-}  // namespace torch
+#include "passes/graph_fwd.h"
 
 namespace sentier {
 

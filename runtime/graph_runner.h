@@ -18,11 +18,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace torch {
-namespace jit {
-struct Graph;
-}  // namespace jit
-}  // namespace torch
+#include "passes/graph_fwd.h"
 
 namespace sentier {
 

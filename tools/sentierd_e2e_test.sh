@@ -4,24 +4,13 @@
 # kill -9 during publishing followed by a restart.
 set -u
 RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/sentierd_e2e_test.runfiles}/sentier"
-D="$RUN/tools/sentierd"
-MAKE="$RUN/tools/make_example_model"
+source "$RUN/tools/sentierd_test_lib.sh"
 T="${TEST_TMPDIR:-$(mktemp -d)}/e2e"
 rm -rf "$T"; mkdir -p "$T"
-fails=0
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-ok() { echo "ok   $*"; }
 
 # wait_for FILE [SECONDS]
 wait_for() { local i; for ((i = 0; i < ${2:-60} * 10; i++)); do [[ -e "$1" ]] && return 0; sleep 0.1; done; return 1; }
-status_of() { grep -o '"status": "[a-z]*"' "$1" | head -1 | cut -d'"' -f4; }
 fp_of() { grep -o '"rules_fingerprint": "[0-9a-f]*"' "$1" | cut -d'"' -f4; }
-put() {  # put REG MODEL VERSION EXAMPLE SEED: staged then renamed, as writers do
-  mkdir -p "$1/$2/tmp-$3"
-  "$MAKE" --model="$4" --seed="$5" --batch=8 --out_model="$1/$2/tmp-$3/model.pt" \
-    --out_inputs="$1/$2/tmp-$3/inputs.pt" || { echo "cannot make model"; exit 1; }
-  mv "$1/$2/tmp-$3" "$1/$2/$3"
-}
 
 R="$T/reg"; O="$T/out"; RULES="$T/rules"; LOG="$T/daemon.log"
 mkdir -p "$R" "$RULES"

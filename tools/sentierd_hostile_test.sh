@@ -6,21 +6,9 @@
 # it could not validate.
 set -u
 RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/sentierd_hostile_test.runfiles}/sentier"
-D="$RUN/tools/sentierd"
-MAKE="$RUN/tools/make_example_model"
+source "$RUN/tools/sentierd_test_lib.sh"
 T="${TEST_TMPDIR:-$(mktemp -d)}/hostile"
 rm -rf "$T"; mkdir -p "$T"
-fails=0
-passes=0
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
-ok() { echo "ok   $*"; passes=$((passes + 1)); }
-status_of() { grep -o '"status": "[a-z]*"' "$1" | head -1 | cut -d'"' -f4; }
-put() {  # put REG MODEL VERSION EXAMPLE SEED
-  mkdir -p "$1/$2/tmp-$3"
-  "$MAKE" --model="$4" --seed="$5" --batch=8 --out_model="$1/$2/tmp-$3/model.pt" \
-    --out_inputs="$1/$2/tmp-$3/inputs.pt" || { echo "cannot make model"; exit 1; }
-  mv "$1/$2/tmp-$3" "$1/$2/$3"
-}
 
 # 1. Planted wrong rule: relu(x) -> x. Every version with a relu must be rejected by validation.
 R="$T/reg1"; O="$T/out1"; mkdir -p "$R" "$T/wrong"
