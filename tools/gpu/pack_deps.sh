@@ -13,5 +13,20 @@ cp /usr/lib/x86_64-linux-gnu/libabsl_*.a /usr/lib/x86_64-linux-gnu/libre2.a \
    /usr/lib/x86_64-linux-gnu/libgflags.a /usr/lib/x86_64-linux-gnu/libglog.a "$out/lib/"
 # Debian's static glog unwinds with libunwind, which decompresses debug info with liblzma.
 cp /usr/lib/x86_64-linux-gnu/libunwind.a /usr/lib/x86_64-linux-gnu/liblzma.a "$out/lib/"
+# libunwind.a also carries a second implementation of the C++ unwinder ABI (_Unwind_Resume,
+# _Unwind_RaiseException, ...). Linked statically, it would serve the program's own cleanup
+# landing pads while libstdc++ throws through libgcc_s: two unwinders on one exception, which
+# aborts or crashes as soon as an exception crosses a destructor. glog needs only the unw_*
+# API, so those members are dropped.
+abi_members=$(nm -A --defined-only "$out/lib/libunwind.a" 2>/dev/null |
+  awk '$NF ~ /^_Unwind_/ {split($1, p, ":"); print p[2]}' | sort -u)
+if [[ -n "$abi_members" ]]; then
+  # shellcheck disable=SC2086
+  ar d "$out/lib/libunwind.a" $abi_members
+fi
+if nm --defined-only "$out/lib/libunwind.a" 2>/dev/null | grep -q ' T _Unwind_'; then
+  echo "pack_deps: libunwind.a still defines _Unwind_* symbols" >&2
+  exit 1
+fi
 tar -C build -czf build/gpu-deps.tar.gz gpu-deps
 echo "pack_deps: $(du -h build/gpu-deps.tar.gz | cut -f1) in build/gpu-deps.tar.gz"
