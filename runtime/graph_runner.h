@@ -50,6 +50,15 @@ absl::Status CompareGraphs(const std::shared_ptr<torch::jit::Graph>& reference,
 // CountAtenOps: top-level aten operators executed by one run of `graph` on `inputs` (calls an
 // operator makes internally are not counted), with RecordFunction callbacks: the CPU proxy for
 // GPU kernel launches.
+// LibTorch 1.13.1's oneDNN path of aten::gelu_backward (CPU, approximate="none") reads a
+// non-contiguous grad_output as if it were contiguous, so gelu after a permute or transpose gets
+// garbage gradients (uninitialized memory, different on every run) in the original model and
+// the optimized one alike. The first call probes for that defect and, where it shows, turns
+// oneDNN off for this process; later calls return the first answer. Comparisons call it
+// (CompareGraphs, EquivalenceChecker) so that they judge rewrites, not this defect. Returns
+// true when oneDNN was turned off.
+bool AvoidOneDnnGeluBackwardDefect();
+
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<torch::jit::Graph>& graph,
                                      const std::vector<c10::IValue>& inputs);
 
