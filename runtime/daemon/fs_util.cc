@@ -1,6 +1,7 @@
 #include "runtime/daemon/fs_util.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,10 +93,28 @@ absl::StatusOr<std::string> Sha256OfFileHex(const std::string& path) {
   return Sha256Hex(*bytes);
 }
 
+namespace {
+int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
+  int rc = (type == FTW_DP) ? ::rmdir(path) : ::unlink(path);
+  return (rc == 0 || errno == ENOENT) ? 0 : -1;
+}
+}  // namespace
+
+// With nftw rather than std::filesystem::remove_all: pip LibTorch 2.x exports its own copy of
+// the latter, and an executable that bound to it crashed (see CMakeLists.txt).
 absl::Status RemoveTree(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot remove '", path, "': ", ec.message()));
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return Errno("cannot remove", path);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
+    return absl::OkStatus();
+  }
+  if (::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+    return Errno("cannot remove", path);
+  }
   return absl::OkStatus();
 }
 

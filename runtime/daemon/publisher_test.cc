@@ -19,7 +19,7 @@ class PublisherTest : public ::testing::Test {
     out_ = fs::path(::testing::TempDir()) /
            (std::string("pub_") +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(out_);
+    ASSERT_TRUE(RemoveTree(out_.string()).ok());
     auto p = Publisher::Create(out_.string());
     ASSERT_TRUE(p.ok()) << p.status();
     pub_ = std::move(*p);
@@ -90,6 +90,24 @@ TEST_F(PublisherTest, StaleTempsCleanedAtStartup) {
 
 TEST_F(PublisherTest, UnwritableOutputIsAnError) {
   EXPECT_FALSE(Publisher::Create("/proc/sentier_no_such_dir/out").ok());
+}
+
+TEST(RemoveTreeTest, RemovesNestedTreesWithoutFollowingLinks) {
+  fs::path base = fs::path(::testing::TempDir()) / "remove_tree";
+  fs::path keep = fs::path(::testing::TempDir()) / "remove_tree_keep";
+  ASSERT_TRUE(RemoveTree(base.string()).ok());
+  fs::create_directories(base / "a" / "b");
+  fs::create_directories(keep);
+  ASSERT_TRUE(WriteFileSynced((base / "a" / "b" / "f").string(), "x").ok());
+  ASSERT_TRUE(WriteFileSynced((keep / "g").string(), "y").ok());
+  fs::create_directory_symlink(keep, base / "a" / "link");
+  ASSERT_TRUE(RemoveTree(base.string()).ok());
+  EXPECT_FALSE(fs::exists(base));
+  EXPECT_TRUE(fs::exists(keep / "g"));                // the link's target is untouched
+  EXPECT_TRUE(RemoveTree(base.string()).ok());        // absent: OK
+  ASSERT_TRUE(WriteFileSynced(base.string(), "plain file").ok());
+  EXPECT_TRUE(RemoveTree(base.string()).ok());
+  EXPECT_FALSE(fs::exists(base));
 }
 
 }  // namespace
