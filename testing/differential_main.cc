@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   }
   using sentier::difftest::DiffResult;
   std::map<std::string, int64_t> fired_graphs, applications, errors;
-  int64_t valid = 0, invalid = 0, failures = 0, grads = 0, batch2 = 0, changed = 0, drift = 0, loose = 0;
+  int64_t valid = 0, invalid = 0, failures = 0, grads = 0, batch2 = 0, changed = 0, drift = 0, loose = 0, rounding = 0;
   long long first_drift = -1;
   std::map<std::string, int64_t> invalid_reasons;
   auto start = std::chrono::steady_clock::now();
@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     grads += r.grads_checked;
     batch2 += r.batch2_checked;
     loose += r.loose_gradients;
+    rounding += r.rounding_vs_float64;
     if (r.requires_grad_drift && drift++ == 0) first_drift = static_cast<long long>(s);
     bool any = false;
     for (const auto& [name, c] : r.applications) {
@@ -94,6 +95,8 @@ int main(int argc, char** argv) {
   std::printf("requires_grad drift (an output's requires_grad changed; gradients agree): %lld graphs, first seed %lld\n",
               (long long)drift, first_drift);
   std::printf("gradients agreeing only within 1e-4: %lld graphs\n", (long long)loose);
+  std::printf("gradients within 4x the original's own float32 error against float64: %lld graphs\n",
+              (long long)rounding);
   for (const auto& [reason, c] : invalid_reasons) std::printf("invalid %lld: %s\n", (long long)c, reason.c_str());
   std::printf("%-40s %10s %12s %8s\n", "rule", "graphs", "applications", "errors");
   for (size_t i = 0; i < (*rules)->size(); ++i) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_join.h"
+#include "passes/rule_parser.h"
 #include "passes/rule_set.h"
 #include "runtime/model_io.h"
 #include "testing/random_graph.h"
@@ -86,6 +87,74 @@ TEST(DifferentialTest, EveryRuleFiresOnSomeGeneratedGraph) {
   std::cout << "rules fired (graphs): " << absl::StrJoin(counts, " ") << "\n";
   EXPECT_TRUE(never.empty()) << "rules that never fired on " << kSeeds
                              << " generated graphs: " << absl::StrJoin(never, ", ");
+}
+
+// The harness must catch wrong rules, whatever its allowances for rounding (loose gradients,
+// float64-referenced judgement): each planted rule below changes values wherever it fires.
+TEST(DifferentialTest, PlantedWrongRulesAreCaught) {
+  struct Planted {
+    const char* name;
+    const char* text;
+  };
+  const Planted planted[] = {
+      {"cat_wrong_dim", R"(
+rule planted_cat_wrong_dim
+  family vertical
+  description wrong on purpose: a cat on dim 0 moved to dim 1
+  match
+    %l = prim::ListConstruct(%a, %b)
+    %y = aten::cat(%l, $d)
+  where
+    $d == 0 and rank(%a) >= 2
+  rewrite
+    %r = aten::cat([%a, %b], 1)
+    replace %y with %r
+end
+)"},
+      {"gelu_as_relu", R"(
+rule planted_gelu_as_relu
+  family vertical
+  description wrong on purpose: gelu is not relu
+  match
+    %y = aten::gelu(%x, $a)
+  rewrite
+    %r = aten::relu(%x)
+    replace %y with %r
+end
+)"},
+      {"layer_norm_without_bias", R"(
+rule planted_layer_norm_without_bias
+  family vertical
+  description wrong on purpose: the bias of a layer_norm dropped
+  match
+    %y = aten::layer_norm(%x, $s, %w, %b, $eps, $c)
+  where
+    not is_none(%b)
+  rewrite
+    %r = aten::layer_norm(%x, $s, %w, None, $eps, $c)
+    replace %y with %r
+end
+)"},
+  };
+  for (const Planted& p : planted) {
+    auto parsed = ParseRules(p.text, std::string(p.name) + ".rules");
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    auto rules = RuleSet::Create(*parsed);
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    int fired = 0, caught = 0;
+    for (uint64_t s = 1; s <= 400; ++s) {
+      DiffResult d = RunDifferential(**rules, s, StepsForSeed(s));
+      if (!d.valid || d.applications.empty()) continue;
+      bool any = false;
+      for (const auto& [name, n] : d.applications) any = any || n > 0;
+      if (!any) continue;
+      ++fired;
+      if (!d.ok()) ++caught;
+    }
+    std::cout << p.name << ": fired in " << fired << " graphs, caught in " << caught << "\n";
+    EXPECT_GT(fired, 10) << p.name;
+    EXPECT_GE(caught, fired / 2) << p.name << ": the harness let a wrong rule pass";
+  }
 }
 
 }  // namespace

@@ -55,6 +55,9 @@ struct DiffResult {
   // Gradients agreed only within 1e-4 (not CompareGraphs' float32 default): ill-conditioned
   // gradients such as layer_norm of near-constant rows.
   bool loose_gradients = false;
+  // Gradients differed by more than 1e-4, but the optimized graph's error against a float64 run
+  // of the original is within 4x the original's own float32 error (ill-conditioned graphs).
+  bool rounding_vs_float64 = false;
   std::string original_text, optimized_text;
   std::map<std::string, int64_t> applications;  // rule -> times applied
   std::map<std::string, int64_t> errors;        // rule -> rewrites that failed (engine-reported)
