@@ -67,10 +67,19 @@ class PlantedBugTest : public ::testing::TestWithParam<Planted> {};
 TEST_P(PlantedBugTest, IsRejected) {
   std::string bad = absl::StrReplaceAll(kReference, {{GetParam().from, GetParam().to}});
   ASSERT_NE(bad, kReference) << "the planted bug changed nothing";
-  auto r = EquivalenceChecker(CheckOptions()).Check(Make(kReference), Make(bad), Samples());
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->equivalent) << GetParam().name;
-  EXPECT_FALSE(r->first_failure.empty());
+  std::vector<std::string> devices = {"cpu"};
+  if (torch::cuda::is_available()) devices.push_back("cuda");
+  for (const std::string& device : devices) {
+    for (c10::ScalarType dtype : {c10::kFloat, c10::kBFloat16}) {
+      CheckOptions opts;
+      opts.device = device;
+      opts.dtype = dtype;
+      auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(bad), Samples());
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_FALSE(r->equivalent) << GetParam().name << " on " << device << ", " << c10::toString(dtype);
+      EXPECT_FALSE(r->first_failure.empty());
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -140,6 +140,7 @@ int Run() {
                              {"ok", f.ok},
                              {"rel_error", f.rel_error},
                              {"reference_rel_error", f.ref_rel_error},
+                             {"reference_median_rel_error", f.ref_level},
                              {"tolerance", f.tolerance},
                              {"max_abs_error", f.max_abs_error},
                              {"note", f.note}});
