@@ -36,7 +36,7 @@ check() {  # model_dir candidate dtype -> prints exit code and the verdict line
   "$bin/sentier_check" --reference="$1/original.pt" --candidate="$2" --inputs="$1/inputs.pt" \
     --device="$device" --dtype="$3" --trials=2 --mode=both >"$work/check.log" 2>&1
   local rc=$?
-  echo "$rc $(grep '^sentier_check' "$work/check.log" | tail -1 | sed 's/^sentier_check: //' | cut -c1-160)"
+  echo "$rc $(grep '^sentier_check' "$work/check.log" | tail -1 | sed 's/^sentier_check: //' | cut -c1-420)"
 }
 
 {

@@ -22,7 +22,10 @@
 // --batch=N (overrides every model's batch), --models=a,b (subset), --export_dir=DIR (writes
 // DIR/<model>/{original.pt,optimized.pt,inputs.pt,forward.py,meta.txt} for the Python comparison),
 // --jit_optimize (leave the TorchScript graph executor's optimizations on; off by default, as in
-// sentier_check, because LibTorch 1.13's profiling executor asserts on graphs with aten::stack).
+// sentier_check, because LibTorch 1.13's profiling executor asserts on graphs with aten::stack),
+// --gate=auto|on|off (the never-slower gate of sentierd: keep only rules that make the training
+// step + forward faster at the bench batch, and the original when nothing pays; auto = on with
+// CUDA). Each model's decision is printed and goes in the summary's "gate" column.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -48,9 +51,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/models.h"
 #include "passes/optimizer.h"
+#include "runtime/cost_selection.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
@@ -70,6 +75,7 @@ struct Flags {
   std::string models;
   std::string export_dir;
   bool jit_optimize = false;
+  std::string gate = "auto";  // auto (on with CUDA), on, off
 };
 
 // One measured variant (last benchmark run of it).
@@ -95,6 +101,8 @@ struct Prepared {
   int64_t fwd_ops_original = -1, fwd_ops_optimized = -1;
   bool equivalent = false;
   std::string equivalence;  // "equivalent (N tensors)" or the failure
+  std::string gate = "off";  // what the never-slower gate decided
+  double gate_s = 0;         // its measuring time
   std::map<std::string, Measured> measured;  // "infer/original", ...
 };
 
@@ -263,7 +271,7 @@ std::string MakeDir(const Flags& flags, const std::string& model) {
 }
 
 std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
-                                  const RuleSet& rules, const c10::Device& device) {
+                                  const RuleSet& rules, const c10::Device& device, bool gate) {
   auto p = std::make_unique<Prepared>();
   BenchModel bm = MakeBenchModel(name);
   p->name = name;
@@ -280,9 +288,39 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
   if (!model.ok()) throw std::runtime_error(std::string(model.status().message()));
   std::vector<c10::IValue> samples = {model->module._ivalue()};
   for (const c10::IValue& v : bm.inputs(kOptimizeSampleBatch)) samples.push_back(v);
+  // The never-slower gate, as sentierd applies it on a GPU: rules that do not pay at the bench
+  // batch are dropped (greedy ablation by measured training step + forward), and when even the
+  // best set is not faster in both, the artifact is the original graph.
+  const RuleSet* use = &rules;
+  std::shared_ptr<const RuleSet> selected, none;
+  if (gate) {
+    auto g0 = std::chrono::steady_clock::now();
+    CostOptions cost;
+    cost.device = device.is_cuda() ? "cuda" : "cpu";
+    cost.training = true;
+    cost.inference_too = true;
+    cost.verify_each = false;  // the final artifact is checked below
+    auto sel = SelectRulesByMeasurement(orig_path, bm.inputs(p->batch), rules, cost);
+    p->gate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+    if (!sel.ok()) throw std::runtime_error(std::string(sel.status().message()));
+    if (!sel->faster) {
+      auto empty = rules.Filter("^$", "");
+      if (!empty.ok()) throw std::runtime_error(std::string(empty.status().message()));
+      none = *empty;
+      use = none.get();
+      p->gate = absl::StrFormat("original kept (best %.3f vs %.3f ms%s)", sel->optimized_ms, sel->original_ms,
+                                sel->log.empty() ? "" : absl::StrCat("; last: ", sel->log.back()));
+    } else {
+      selected = sel->rules;
+      use = selected.get();
+      p->gate = sel->dropped.empty() ? std::string("all rules pay")
+                                     : absl::StrCat("dropped ", absl::StrJoin(sel->dropped, ","));
+    }
+    t0 = std::chrono::steady_clock::now();
+  }
   OptimizeOptions opts;
   opts.sample_inputs = &samples;
-  auto report = OptimizeGraph(model->graph, rules, opts);
+  auto report = OptimizeGraph(model->graph, *use, opts);
   if (!report.ok()) throw std::runtime_error(std::string(report.status().message()));
   absl::Status saved = SaveModel(*model, opt_path);
   if (!saved.ok()) throw std::runtime_error(std::string(saved.message()));
@@ -318,7 +356,8 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
     std::ofstream(dir + "/forward.py") << bm.source;
     std::ofstream(dir + "/meta.txt") << "batch=" << p->batch << "\ndescription=" << bm.description
                                      << "\noptimize_ms=" << p->optimize_ms
-                                     << "\nequivalence=" << p->equivalence << "\n";
+                                     << "\nequivalence=" << p->equivalence
+                                     << "\ngate=" << p->gate << "\n";
   } else {
     std::remove(orig_path.c_str());
     std::remove(opt_path.c_str());
@@ -352,8 +391,8 @@ void PrintSummary(const Flags& flags, const c10::Device& device) {
               flags.smoke ? ", --smoke" : "");
   std::printf("aten ops = top-level aten ops (CPU-side proxy for kernel launches, not CUDA kernels)\n\n");
   std::printf("| model | batch | Sentier opt ms | nodes | fwd aten ops | infer rows/s orig -> opt | "
-              "train rows/s orig -> opt | train-step aten ops | peak MiB/step (train) | check |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+              "train rows/s orig -> opt | train-step aten ops | peak MiB/step (train) | check | gate |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& p : AllPrepared()) {
     auto get = [&](const std::string& k) {
       auto it = p->measured.find(k);
@@ -363,14 +402,14 @@ void PrintSummary(const Flags& flags, const c10::Device& device) {
     Measured to = get("train/original"), ts = get("train/sentier");
     std::string peak = to.peak_mib >= 0 ? absl::StrFormat("%.0f -> %.0f", to.peak_mib, ts.peak_mib) : "n/a (CPU)";
     std::printf("| %s | %lld | %.1f | %lld -> %lld | %lld -> %lld | %.3g -> %.3g (%s) | %.3g -> %.3g (%s) | "
-                "%lld -> %lld | %s | %s |\n",
+                "%lld -> %lld | %s | %s | %s |\n",
                 p->name.c_str(), static_cast<long long>(p->batch), p->optimize_ms,
                 static_cast<long long>(p->nodes_before), static_cast<long long>(p->nodes_after),
                 static_cast<long long>(p->fwd_ops_original), static_cast<long long>(p->fwd_ops_optimized),
                 io.rows_per_s, is.rows_per_s, Ratio(io.rows_per_s, is.rows_per_s).c_str(),
                 to.rows_per_s, ts.rows_per_s, Ratio(to.rows_per_s, ts.rows_per_s).c_str(),
                 static_cast<long long>(to.aten_ops), static_cast<long long>(ts.aten_ops),
-                peak.c_str(), p->equivalence.c_str());
+                peak.c_str(), p->equivalence.c_str(), p->gate.c_str());
   }
   std::printf("\n");
   for (const auto& p : AllPrepared()) std::printf("- %s: %s\n", p->name.c_str(), p->description.c_str());
@@ -401,6 +440,8 @@ Flags ParseFlags(int* argc, char** argv) {
       f.models = v;
     } else if (value("--export_dir=", &v)) {
       f.export_dir = v;
+    } else if (value("--gate=", &v)) {
+      f.gate = v;
     } else {
       argv[out++] = argv[i];
     }
@@ -429,6 +470,11 @@ int main(int argc, char** argv) {
   }
   c10::Device device(cuda ? c10::kCUDA : c10::kCPU);
   torch::jit::setGraphExecutorOptimize(flags.jit_optimize);
+  if (flags.gate != "auto" && flags.gate != "on" && flags.gate != "off") {
+    std::fprintf(stderr, "--gate must be auto, on or off\n");
+    return 2;
+  }
+  bool gate = flags.gate == "on" || (flags.gate == "auto" && cuda);
 
   auto rules = sentier::LoadRules({sentier::DefaultRulesDir()});
   if (!rules.ok()) {
@@ -442,10 +488,10 @@ int main(int argc, char** argv) {
   for (const std::string& name : names) {
     try {
       auto start = std::chrono::steady_clock::now();
-      AllPrepared().push_back(Prepare(name, flags, **rules, device));
+      AllPrepared().push_back(Prepare(name, flags, **rules, device, gate));
       const Prepared& p = *AllPrepared().back();
-      std::fprintf(stderr, "  %s: batch %lld, optimized in %.1f ms (%lld -> %lld nodes, %lld rule applications), %s; set-up %.1f s\n",
-                   name.c_str(), static_cast<long long>(p.batch), p.optimize_ms,
+      std::fprintf(stderr, "  %s: batch %lld, gate: %s (%.1f s), optimized in %.1f ms (%lld -> %lld nodes, %lld rule applications), %s; set-up %.1f s\n",
+                   name.c_str(), static_cast<long long>(p.batch), p.gate.c_str(), p.gate_s, p.optimize_ms,
                    static_cast<long long>(p.nodes_before), static_cast<long long>(p.nodes_after),
                    static_cast<long long>(p.rule_applications), p.equivalence.c_str(),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -12,14 +12,15 @@ namespace sentier {
 namespace {
 
 struct Trial {
-  double ms = 0.0;
+  double ms = 0.0;          // the score (see CostOptions)
+  double forward_ms = 0.0;  // forward alone
   std::vector<std::string> fired;
 };
 
 // Optimizes a fresh copy with `rules` and times it against `original`.
 absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& original,
                               const std::vector<c10::IValue>& samples, const RuleSet& rules,
-                              const CostOptions& options, double* original_ms) {
+                              const CostOptions& options, Trial* original_trial) {
   auto model = LoadModel(model_path);
   if (!model.ok()) return model.status();
   std::vector<c10::IValue> with_self = {model->module._ivalue()};
@@ -32,6 +33,7 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   check.device = options.device;
   check.trials = 1;
   check.time = true;
+  check.timing_only = !options.verify_each;
   check.inference = !options.training;
   check.training = options.training;
   auto r = EquivalenceChecker(check).Check(original.module, model->module, samples);
@@ -39,9 +41,15 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   if (!r->equivalent) {
     return absl::InternalError(absl::StrCat("the optimized model is not equivalent: ", r->first_failure));
   }
+  auto score = [&](double train_ms, double forward_ms) {
+    if (!options.training) return forward_ms;
+    return options.inference_too ? train_ms + forward_ms : train_ms;
+  };
   Trial t;
-  t.ms = options.training ? r->candidate_train_ms : r->candidate_ms;
-  *original_ms = options.training ? r->reference_train_ms : r->reference_ms;
+  t.ms = score(r->candidate_train_ms, r->candidate_ms);
+  t.forward_ms = r->candidate_ms;
+  original_trial->ms = score(r->reference_train_ms, r->reference_ms);
+  original_trial->forward_ms = r->reference_ms;
   for (const auto& [name, n] : report->stats.applications) {
     if (n > 0) t.fired.push_back(name);
   }
@@ -62,12 +70,14 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   auto original = LoadModel(model_path);
   if (!original.ok()) return original.status();
   CostSelection sel;
-  double orig_ms = 0.0;
+  Trial orig;
   auto all = rules.Filter("", "");
   if (!all.ok()) return all.status();
-  auto best = Measure(model_path, *original, samples, **all, options, &orig_ms);
+  auto best = Measure(model_path, *original, samples, **all, options, &orig);
   if (!best.ok()) return best.status();
+  double orig_ms = orig.ms;
   sel.original_ms = orig_ms;
+  sel.original_forward_ms = orig.forward_ms;
   sel.log.push_back(absl::StrFormat("all rules: %.3f ms (original %.3f ms)", best->ms, orig_ms));
   std::vector<std::string> dropped;
   for (const std::string& name : std::vector<std::string>(best->fired)) {
@@ -75,7 +85,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     trial_drop.push_back(name);
     auto subset = rules.Filter("", WithoutRegex(trial_drop));
     if (!subset.ok()) return subset.status();
-    double o = 0.0;
+    Trial o;
     auto t = Measure(model_path, *original, samples, **subset, options, &o);
     if (!t.ok()) return t.status();
     sel.log.push_back(absl::StrFormat("without %s: %.3f ms (best so far %.3f ms)", name, t->ms, best->ms));
@@ -88,7 +98,14 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   if (!chosen.ok()) return chosen.status();
   sel.dropped = dropped;
   sel.optimized_ms = best->ms;
+  sel.optimized_forward_ms = best->forward_ms;
   sel.faster = best->ms < orig_ms * (1.0 - options.margin) && !best->fired.empty();
+  if (options.training && options.inference_too &&
+      best->forward_ms > orig.forward_ms * (1.0 + options.margin)) {
+    sel.faster = false;  // faster to train, slower to serve: not published
+    sel.log.push_back(absl::StrFormat("forward slower with the selection: %.3f ms vs %.3f ms",
+                                      best->forward_ms, orig.forward_ms));
+  }
   sel.rules = *chosen;
   return sel;
 }

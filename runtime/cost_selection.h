@@ -26,14 +26,19 @@ namespace sentier {
 struct CostOptions {
   std::string device = "cpu";   // where to time: cpu or cuda
   bool training = true;         // time forward + backward (else forward only)
+  bool inference_too = false;   // with training: score = training step + forward, and the
+                                // selection must not make the forward slower either
   double margin = 0.02;         // a change must win by more than this fraction
+  bool verify_each = true;      // check every measured set for equivalence (else only time
+                                // them; the caller must then validate the final artifact)
 };
 
 struct CostSelection {
   std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
   bool faster = false;                   // the selected set beats the original
-  double original_ms = 0.0;
+  double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set
+  double original_forward_ms = 0.0, optimized_forward_ms = 0.0;
   std::vector<std::string> dropped;      // rules dropped because the model was faster without
   std::vector<std::string> log;          // one line per measurement
 };

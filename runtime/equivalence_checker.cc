@@ -209,6 +209,20 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   c10::Device device(options_.device == "cuda" ? c10::kCUDA : c10::kCPU);
   bool training = options_.training;
   CheckReport report;
+  if (options_.timing_only) {
+    try {
+      report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);
+      report.candidate_ms = MedianStepMs(candidate, samples, options_.dtype, device, false);
+      if (training) {
+        report.reference_train_ms = MedianStepMs(reference, samples, options_.dtype, device, true);
+        report.candidate_train_ms = MedianStepMs(candidate, samples, options_.dtype, device, true);
+      }
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return absl::InvalidArgumentError(absl::StrCat("timing failed: ", what.substr(0, what.find('\n'))));
+    }
+    return report;
+  }
   at::Generator gen = at::detail::createCPUGenerator(options_.seed + 1);
   std::vector<std::pair<std::string, std::vector<c10::IValue>>> trials = {{"samples", samples}};
   for (int k = 1; k < std::max(1, options_.trials); ++k) {

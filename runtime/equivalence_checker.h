@@ -38,6 +38,8 @@ struct CheckOptions {
   uint64_t seed = 0;
   double factor = 4.0;              // candidate error may be this many times the reference's
   bool time = false;                // median forward time of each model
+  bool timing_only = false;         // only time both models (no comparison, no counts): the
+                                    // report says nothing about equivalence
 };
 
 // CheckFinding: one compared tensor.
