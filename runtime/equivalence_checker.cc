@@ -337,6 +337,9 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     }
   } catch (const std::exception&) {
   }
+  // A candidate that does not run (or is not equivalent) is not timed or profiled: the verdict
+  // stands, and the failure must not turn into an error of the check itself.
+  if (!report.equivalent) return report;
   if (device.is_cuda()) {
     auto count = [&](const torch::jit::Module& m, bool train) -> int64_t {
       c10::AutoGradMode grad_mode(train);
@@ -348,8 +351,12 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
       for (const c10::IValue& v : samples) {
         in.push_back(v.isTensor() ? c10::IValue(Cast(v.toTensor(), options_.dtype, device)) : v);
       }
-      auto n = CountCudaKernels(copy, in, train);
-      return n.ok() ? *n : -1;
+      try {
+        auto n = CountCudaKernels(copy, in, train);
+        return n.ok() ? *n : -1;
+      } catch (const std::exception&) {
+        return -1;
+      }
     };
     report.cuda_kernels_forward_reference = count(reference, false);
     report.cuda_kernels_forward_candidate = count(candidate, false);
@@ -359,11 +366,16 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     }
   }
   if (options_.time) {
-    report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);
-    report.candidate_ms = MedianStepMs(candidate, samples, options_.dtype, device, false);
-    if (training) {
-      report.reference_train_ms = MedianStepMs(reference, samples, options_.dtype, device, true);
-      report.candidate_train_ms = MedianStepMs(candidate, samples, options_.dtype, device, true);
+    try {
+      report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);
+      report.candidate_ms = MedianStepMs(candidate, samples, options_.dtype, device, false);
+      if (training) {
+        report.reference_train_ms = MedianStepMs(reference, samples, options_.dtype, device, true);
+        report.candidate_train_ms = MedianStepMs(candidate, samples, options_.dtype, device, true);
+      }
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return absl::InternalError(absl::StrCat("timing failed: ", what.substr(0, what.find('\n'))));
     }
   }
   return report;

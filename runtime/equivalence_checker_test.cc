@@ -134,6 +134,23 @@ def forward(self, x):
                            at::gelu_backward(grad.contiguous(), x, "none")));
 }
 
+// A candidate that fails where the reference runs is not equivalent (exit 1 in sentier_check),
+// not an error of the check, also when timing is on (as it is on CUDA by default).
+TEST(EquivalenceCheckerTest, CandidateThatDoesNotRunIsNotEquivalent) {
+  std::string bad = absl::StrReplaceAll(kReference, {{"torch.split(x, [8, 8], 1)", "torch.split(x, [9, 8], 1)"}});
+  std::vector<std::string> devices = {"cpu"};
+  if (torch::cuda::is_available()) devices.push_back("cuda");
+  for (const std::string& device : devices) {
+    CheckOptions opts;
+    opts.device = device;
+    opts.time = true;
+    auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(bad), Samples());
+    ASSERT_TRUE(r.ok()) << device << ": " << r.status();
+    EXPECT_FALSE(r->equivalent) << device;
+    EXPECT_NE(r->first_failure.find("candidate run"), std::string::npos) << r->first_failure;
+  }
+}
+
 TEST(EquivalenceCheckerTest, ReferenceThatDoesNotRunIsBadInput) {
   std::vector<c10::IValue> wrong = {at::randn({4, 5})};
   auto r = EquivalenceChecker(CheckOptions()).Check(Make(kReference), Make(kReference), wrong);
