@@ -1294,7 +1294,8 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts) {
 }
 
 // ProvablySameShape: a and b have equal sizes for every input the graph accepts, whatever the
-// batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; the
+// batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; pieces
+// of two unbinds (or equal sections of two splits) on one dim of provably equal tensors; the
 // same shape-preserving op (pointwise, layer_norm, dropout, detach, linear with weights of equal
 // static sizes) applied to provably equal-shaped tensors and equal constants.
 bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
@@ -1307,6 +1308,27 @@ bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
     if (src->kind() == c10::aten::unbind) return true;
     c10::optional<std::vector<int64_t>> sizes = SplitSections(src);
     return sizes && (*sizes)[a->offset()] == (*sizes)[b->offset()];
+  }
+  if (na->kind() == c10::prim::ListUnpack && nb->kind() == c10::prim::ListUnpack) {
+    // Pieces of two unbinds, or two splits, on the same dim of provably equal-shaped tensors;
+    // for splits, the two pieces' sections must also be equal.
+    Node* sa = na->input(0)->node();
+    Node* sb = nb->input(0)->node();
+    if (sa->kind() != sb->kind()) return false;
+    size_t dim_index;
+    if (sa->kind() == c10::aten::unbind) {
+      dim_index = 1;
+    } else {
+      c10::optional<std::vector<int64_t>> za = SplitSections(sa);
+      c10::optional<std::vector<int64_t>> zb = SplitSections(sb);
+      if (!za || !zb || (*za)[a->offset()] != (*zb)[b->offset()]) return false;
+      dim_index = 2;
+    }
+    if (sa->inputs().size() <= dim_index || sb->inputs().size() <= dim_index) return false;
+    c10::optional<Datum> da = DatumFromConstant(sa->input(dim_index));
+    c10::optional<Datum> db = DatumFromConstant(sb->input(dim_index));
+    if (!da || !db || !da->Equal(*db)) return false;
+    return ProvablySameShape(sa->input(0), sb->input(0), facts, depth + 1);
   }
   if (na->kind() != nb->kind() || na->inputs().size() != nb->inputs().size() ||
       na->outputs().size() != 1 || nb->outputs().size() != 1) {
