@@ -28,6 +28,9 @@
 //   [m/v] job: rejected: <reason>                          from the job process
 //   [m/v] rejected: job process crashed (signal N: …) / exited with status N / timed out after Ns
 //   [m/v] kept the earlier artifact '…': the re-run was rejected
+//   [m/v] job: cannot write the output: <path>: No space left on device (or another errno)
+//   [m/v] output not written (…); retried at the next poll   nothing recorded or published
+//   [m/v] publish failed: …                                 likewise retried at the next poll
 //   [m/v] refused: <file> is a symlink leading outside the registry | has N bytes, above
 //         --max_model_bytes=M | is not a regular file
 //   registry: ignoring '<path>': model names must match … / version directories must be named
@@ -37,7 +40,7 @@
 //   state: corrupt state file '<path>': …; rebuilding from published reports
 // Job reasons (report.json "reason"): "load failure: …" (names the file), "validation failure
 // on sample_inputs|random_inputs (outputs|outputs and gradients): …", "optimizer error: …",
-// "save failure: …", "crash: …", "job process crashed …", "timed out after N s",
+// "crash: …", "job process crashed …", "timed out after N s",
 // "refused: …".
 // At the end of --once, one line per model on stdout:
 //   sentierd: <model>: v1 optimized, v2 unchanged, …; latest v2 (architecture changed)
@@ -145,7 +148,7 @@ void OnSignal(int sig) {
 // ---- metrics
 struct Metrics {
   std::mutex mu;
-  int64_t seen = 0, optimized = 0, unchanged = 0, rejected = 0;
+  int64_t seen = 0, optimized = 0, unchanged = 0, rejected = 0, output_errors = 0;
   double job_seconds_sum = 0;
   int64_t job_count = 0;
   int64_t queue_depth = 0, in_flight = 0;
@@ -165,6 +168,8 @@ struct Metrics {
     counter("sentierd_versions_optimized_total", "Versions published optimized.", optimized);
     counter("sentierd_versions_unchanged_total", "Versions published unchanged.", unchanged);
     counter("sentierd_versions_rejected_total", "Versions rejected.", rejected);
+    counter("sentierd_output_errors_total",
+            "Jobs whose output could not be written (disk full, I/O error); retried.", output_errors);
     absl::StrAppend(&s,
                     "# HELP sentierd_job_duration_seconds Job wall time.\n"
                     "# TYPE sentierd_job_duration_seconds summary\n"
@@ -385,6 +390,7 @@ void Daemon::Dispatch(Job job) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGCHLD, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails the write (EFBIG) instead of killing
     ::execv("/proc/self/exe", argv.data());
     _exit(127);
   }
@@ -405,6 +411,16 @@ void Daemon::Dispatch(Job job) {
 
 void Daemon::Finish(Running r, int wait_status) {
   double seconds = std::chrono::duration<double>(Clock::now() - r.start).count();
+  if (!r.timed_out && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kJobExitOutputFailed) {
+    // The output could not be written (the job logged why): nothing is recorded, nothing is
+    // published, and the version is planned again at the next poll.
+    LOG(ERROR) << Tag(r.job.source.model, r.job.source.version)
+               << "output not written (see the job's error above); retried at the next poll";
+    publisher_->Discard(r.stage);
+    std::lock_guard<std::mutex> l(metrics_.mu);
+    ++metrics_.output_errors;
+    return;
+  }
   nlohmann::json report;
   auto text = ReadWholeFile(r.stage + "/job.json");
   bool clean_exit = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
@@ -620,6 +636,7 @@ int Daemon::Run() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGCHLD, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails the write (EFBIG) instead of killing
 
 #ifndef SENTIER_NO_HTTPLIB
   std::unique_ptr<httplib::Server> server;

@@ -67,10 +67,25 @@ int Finish(const JobSpec& spec, nlohmann::json j) {
   }
   absl::Status st = WriteFileSynced(spec.stage_dir + "/job.json", j.dump(2) + "\n");
   if (!st.ok()) {
-    LOG(ERROR) << "[" << spec.model << "/" << spec.version << "] job: " << st.message();
-    return 1;
+    LOG(ERROR) << "[" << spec.model << "/" << spec.version << "] job: cannot write the output: "
+               << st.message();
+    return kJobExitOutputFailed;
   }
   return 0;
+}
+
+// OutputFailed: the staging directory could not be written (disk full, quota, I/O error). That
+// says nothing about the model, so the version is not rejected: the daemon retries it.
+int OutputFailed(const JobSpec& spec, absl::string_view what) {
+  LOG(ERROR) << "[" << spec.model << "/" << spec.version << "] job: cannot write the output: " << what;
+  return kJobExitOutputFailed;
+}
+
+absl::Status CopyOriginal(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot copy '", from, "' to '", to, "': ", ec.message()));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -140,8 +155,8 @@ int RunOptimizeJob(const JobSpec& spec) {
     j["aten_ops_per_forward_before"] = *before_ops;
     const std::string out_path = spec.stage_dir + "/model.pt";
     if (total == 0) {
-      std::filesystem::copy_file(model_path, out_path,
-                                 std::filesystem::copy_options::overwrite_existing);
+      absl::Status copied = CopyOriginal(model_path, out_path);
+      if (!copied.ok()) return OutputFailed(spec, copied.message());
       j["aten_ops_per_forward_after"] = *before_ops;
       j["validation"] = {{"mode", spec.mode}, {"result", "skipped: the artifact is the original"}};
       j["status"] = "unchanged";
@@ -178,7 +193,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       auto t3 = Clock::now();
       absl::Status saved = SaveModel(*model, out_path);
       timings["save"] = MsSince(t3);
-      if (!saved.ok()) return reject(absl::StrCat("save failure: ", saved.message()));
+      if (!saved.ok()) return OutputFailed(spec, saved.message());
       j["status"] = "optimized";
       j["reason"] = absl::StrCat(total, " rewrites applied and validated (", spec.mode, ").");
       if (spec.device == "cuda") {
@@ -206,8 +221,8 @@ int RunOptimizeJob(const JobSpec& spec) {
                        {training ? "training_step_ms" : "forward_ms",
                         {{"reference", ref_ms}, {"candidate", cand_ms}}}};
         if (!(cand_ms < ref_ms)) {
-          std::filesystem::copy_file(model_path, out_path,
-                                     std::filesystem::copy_options::overwrite_existing);
+          absl::Status copied = CopyOriginal(model_path, out_path);
+          if (!copied.ok()) return OutputFailed(spec, copied.message());
           j["status"] = "unchanged";
           j["reason"] = absl::StrFormat(
               "The optimized model was not faster on the GPU (%.3f ms vs %.3f ms per %s), so "
@@ -219,7 +234,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       j["validation"] = val;
     }
     auto art_sha = Sha256OfFileHex(out_path);
-    if (!art_sha.ok()) return reject(std::string(art_sha.status().message()));
+    if (!art_sha.ok()) return OutputFailed(spec, art_sha.status().message());
     j["artifact_sha256"] = *art_sha;
     j["timings_ms"] = timings;
     return Finish(spec, j);

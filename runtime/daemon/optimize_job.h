@@ -29,9 +29,14 @@ struct JobSpec {
   std::string device = "cpu";
 };
 
+// kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or
+// job.json in the staging directory: disk full, quota, I/O error). The daemon records nothing for
+// the version then and retries it at a later poll.
+constexpr int kJobExitOutputFailed = 75;
+
 // RunOptimizeJob: does the job and writes stage_dir/job.json with at least "status" (optimized |
 // unchanged | rejected) and "reason"; model.pt only when not rejected. Returns 0 when job.json
-// was written, 1 otherwise. Test hooks: $SENTIERD_TEST_CRASH_MODEL (abort) and
+// was written, kJobExitOutputFailed when the output could not be written. Test hooks: $SENTIERD_TEST_CRASH_MODEL (abort) and
 // $SENTIERD_TEST_HANG_MODEL (sleep forever) for a model of that name.
 int RunOptimizeJob(const JobSpec& spec);
 
