@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "passes/digest.h"
+#include "runtime/archive_check.h"
 #include "passes/rule_parser.h"
 
 namespace sentier {
@@ -92,6 +93,13 @@ std::string StripIrComments(const std::string& text) {
   return out;
 }
 
+// LibTorch writes archives with stored entries, whose uncompressed sizes add up to less than the
+// file. An archive whose entries claim more than 4x its size plus 1 MiB (deflated entries made
+// elsewhere) is treated as a zip bomb and refused before LibTorch allocates what it claims.
+int64_t MaxUncompressedBytes(size_t file_bytes) {
+  return 4 * static_cast<int64_t>(file_bytes) + (int64_t{1} << 20);
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -150,8 +158,18 @@ absl::StatusOr<Model> LoadModel(const std::string& path) {
     }
     return m;
   }
+  // The bytes are checked (CheckArchive) and then loaded from memory, the same bytes: LibTorch's
+  // reader trusts the archive's offsets and sizes.
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  absl::Status sound = CheckArchive(*data, MaxUncompressedBytes(data->size()));
+  if (!sound.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load TorchScript archive '", path, "': ", sound.message()));
+  }
   try {
-    m.module = torch::jit::load(path, c10::Device(c10::kCPU));
+    std::istringstream in(*data);
+    m.module = torch::jit::load(in, c10::Device(c10::kCPU));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load TorchScript archive '", path,
                                                    "': ", FirstLine(e.what())));
@@ -189,6 +207,11 @@ absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& pat
   if (!readable.ok()) return readable;
   auto data = ReadFile(path);
   if (!data.ok()) return data.status();
+  absl::Status sound = CheckArchive(*data, MaxUncompressedBytes(data->size()));
+  if (!sound.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read sample inputs '", path, "': ", sound.message()));
+  }
   c10::IValue iv;
   try {
     std::vector<char> bytes(data->begin(), data->end());

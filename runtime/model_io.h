@@ -32,7 +32,9 @@ struct Model {
 };
 
 // LoadModel: `.pt` (TorchScript archive; its forward graph) or `.ir` (text IR, `# ...` comment
-// lines ignored). InvalidArgumentError for missing, empty, truncated or corrupt files.
+// lines ignored). InvalidArgumentError for missing, empty, truncated or corrupt files. Archives
+// (here and in LoadSampleInputs) pass CheckArchive before LibTorch reads them: offsets and sizes
+// inside the file, and entries claiming at most 4x the file's size + 1 MiB uncompressed.
 absl::StatusOr<Model> LoadModel(const std::string& path);
 
 // SaveModel: writes `.pt` (module archive; requires a module) or `.ir` (graph text) atomically.

@@ -31,7 +31,8 @@
 //   [m/v] job: cannot write the output: <path>: No space left on device (or another errno)
 //   [m/v] output not written (…); retried at the next poll   nothing recorded or published
 //   [m/v] publish failed: …                                 likewise retried at the next poll
-//   [m/v] refused: <file> is a symlink leading outside the registry | has N bytes, above
+//   [m/v] refused: <file> is not readable (Permission denied) | is a symlink leading outside
+//         the registry | has N bytes, above
 //         --max_model_bytes=M | is not a regular file
 //   registry: ignoring '<path>': model names must match … / version directories must be named
 //         by a positive number without leading zeros / a symlink leading outside the registry

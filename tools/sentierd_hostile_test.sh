@@ -2,8 +2,9 @@
 # sentierd_hostile_test.sh — the real sentierd on hostile registries: planted wrong rules (every
 # affected version rejected by validation, nothing published), random-byte and empty archives,
 # sample inputs of the wrong arity or shape, and entry names that are not model names (spaces,
-# non-ASCII, control characters). The daemon must finish its pass (exit 0) and publish nothing
-# it could not validate.
+# non-ASCII, control characters), zip-bomb-like and unreadable archives, and a full disk under
+# OUT. The daemon must finish its pass (exit 0), publish nothing it could not validate, and
+# publish what a full disk held back once space returns.
 set -u
 RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/sentierd_hostile_test.runfiles}/sentier"
 source "$RUN/tools/sentierd_test_lib.sh"
@@ -69,6 +70,107 @@ for bad in "my model" "modèle" "$(printf 'bad\tname')"; do
 done
 [[ ! -e "$O/good/01" ]] && ok "ignored version 01" || fail "published version 01"
 ls "$O" | grep -q '^\.tmp' && fail "temp dir left behind" || ok "no temp dirs"
+
+# 3. Zip-bomb-like archive: the first central directory entry of a real model.pt patched to
+# claim 4 GiB uncompressed while storing a few hundred bytes. Refused before LibTorch reads it.
+R="$T/reg3"; O="$T/out3"; mkdir -p "$R"
+put "$R" good 1 waste 1
+mkdir -p "$R/bomb/1"
+cp "$R/good/1/model.pt" "$R/good/1/inputs.pt" "$R/bomb/1/"
+cd_at=$(grep -obUaP 'PK\x01\x02' "$R/bomb/1/model.pt" | head -1 | cut -d: -f1)
+printf '\xf0\xff\xff\xff' | dd of="$R/bomb/1/model.pt" bs=1 seek=$((cd_at + 24)) conv=notrunc status=none
+"$D" --once --registry="$R" --output="$O" --poll_interval_ms=100 >"$T/log3" 2>&1
+rc=$?
+s=$(status_of "$O/bomb/1/report.json" 2>/dev/null)
+if [[ $rc == 0 && "$s" == rejected && ! -e "$O/bomb/1/model.pt" ]] &&
+   grep -q "claims 4294967280 bytes uncompressed" "$O/bomb/1/report.json"; then
+  ok "zip-bomb-like archive rejected: $(grep -o '"reason": "[^"]*' "$O/bomb/1/report.json" | cut -c12-140)"
+else
+  fail "zip-bomb-like archive: exit $rc, status '$s'"; grep -h reason "$O/bomb/1/report.json" 2>/dev/null
+fi
+s=$(status_of "$O/good/1/report.json" 2>/dev/null)
+[[ "$s" == optimized || "$s" == unchanged ]] && ok "good/1 beside it $s" || fail "good/1 status '$s'"
+
+# 4. Unreadable files: model.pt without read permission is refused with the reason; once made
+# readable (chmod, which changes no mtime) the version is taken up again. Root reads anything
+# through its DAC capabilities, so as root the daemon runs without them (setpriv).
+U="$T/unr"; mkdir -p "$U/reg"
+put "$U/reg" locked 1 waste 2
+chmod 000 "$U/reg/locked/1/model.pt"
+run_as=()
+if [[ $(id -u) == 0 ]]; then
+  run_as=(setpriv --bounding-set=-dac_override,-dac_read_search --inh-caps=-dac_override,-dac_read_search)
+fi
+if ! "${run_as[@]}" cat "$U/reg/locked/1/model.pt" >/dev/null 2>&1; then
+  "${run_as[@]}" "$D" --once --registry="$U/reg" --output="$U/out" --poll_interval_ms=100 >"$T/log4" 2>&1
+  rc=$?
+  s=$(status_of "$U/out/locked/1/report.json" 2>/dev/null)
+  if [[ $rc == 0 && "$s" == rejected ]] && grep -q "model.pt is not readable (Permission denied)" "$U/out/locked/1/report.json"; then
+    ok "unreadable model.pt refused: $(grep -o '"reason": "[^"]*' "$U/out/locked/1/report.json" | cut -c12-100)"
+  else
+    fail "unreadable model.pt: exit $rc, status '$s'"; tail -5 "$T/log4"
+  fi
+  chmod 644 "$U/reg/locked/1/model.pt"
+  "${run_as[@]}" "$D" --once --registry="$U/reg" --output="$U/out" --poll_interval_ms=100 >"$T/log4b" 2>&1
+  s=$(status_of "$U/out/locked/1/report.json" 2>/dev/null)
+  [[ "$s" == optimized || "$s" == unchanged ]] && ok "made readable: taken up again, $s" ||
+    { fail "after chmod: status '$s'"; tail -5 "$T/log4b"; }
+else
+  echo "SKIP unreadable files: a mode-000 file stays readable here (root without setpriv?)"
+fi
+
+# 5. Disk full on OUT: OUT on a small tmpfs filled to the brim (or, where mounting is not
+# allowed, a file-size limit on the daemon). The job's write fails: a clear error naming the
+# version, nothing published or half-published, nothing recorded; when space returns the next
+# poll publishes it.
+R="$T/reg5"; mkdir -p "$R"
+M="$T/small"; mkdir -p "$M"
+O="$M/out"
+how=""
+if mount -t tmpfs -o size=4m tmpfs "$M" 2>/dev/null; then
+  how=tmpfs
+  mkdir -p "$O"
+fi
+if [[ -n "$how" ]]; then
+  "$D" --registry="$R" --output="$O" --poll_interval_ms=200 >"$T/log5" 2>&1 &
+else
+  how=fsize
+  mkdir -p "$O"
+  (ulimit -f 24; exec "$D" --registry="$R" --output="$O" --poll_interval_ms=200) >"$T/log5" 2>&1 &
+fi
+dpid=$!
+sleep 1
+if [[ $how == tmpfs ]]; then
+  dd if=/dev/zero of="$M/filler" bs=4k status=none 2>/dev/null  # until the disk is full
+  truncate -s -8K "$M/filler"                                      # 8 KiB left: less than model.pt
+fi
+put "$R" big 1 towers 1
+for i in $(seq 1 50); do grep -q "\[big/1\] output not written" "$T/log5" && break; sleep 0.2; done
+sleep 1
+if grep -q "\[big/1\] job: cannot write the output: .*\(No space left on device\|File too large\)" "$T/log5" &&
+   grep -q "\[big/1\] output not written" "$T/log5"; then
+  ok "disk full ($how): clear error naming big/1"
+else
+  fail "disk full ($how): no error naming big/1"; tail -5 "$T/log5"
+fi
+[[ ! -e "$O/big/1" ]] && ok "disk full: nothing published for big/1" || fail "disk full: $O/big/1 exists"
+kill -0 $dpid 2>/dev/null && ok "disk full: daemon still running" || fail "disk full: daemon died"
+if [[ $how == tmpfs ]]; then rm -f "$M/filler"; else prlimit --pid $dpid --fsize=unlimited; fi
+for i in $(seq 1 100); do [[ -e "$O/big/1/report.json" ]] && break; sleep 0.2; done
+s=$(status_of "$O/big/1/report.json" 2>/dev/null)
+if [[ "$s" == optimized || "$s" == unchanged ]] && [[ -s "$O/big/1/model.pt" ]]; then
+  want=$(grep -o '"artifact_sha256": "[0-9a-f]*' "$O/big/1/report.json" | cut -d'"' -f4)
+  got=$(sha256sum "$O/big/1/model.pt" | cut -d' ' -f1)
+  [[ "$want" == "$got" ]] && ok "space returned: big/1 published $s, artifact intact" ||
+    fail "space returned: artifact sha $got, report says $want"
+else
+  fail "space returned: big/1 status '$s'"; tail -5 "$T/log5"
+fi
+kill -TERM $dpid; wait $dpid
+rc=$?
+[[ $rc == 0 ]] && ok "disk full: daemon exits 0 on SIGTERM" || fail "disk full: exit $rc on SIGTERM"
+ls -a "$O" | grep -q '^\.tmp' && { fail "disk full: temp dir left behind"; ls -la "$O"; } || ok "disk full: no temp dirs left"
+[[ $how == tmpfs ]] && umount "$M"
 
 echo "hostile registry: $passes passed, $fails failed"
 (( fails == 0 ))

@@ -1,7 +1,9 @@
 #include "runtime/daemon/registry_watcher.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -180,11 +182,17 @@ absl::StatusOr<RegistrySnapshot> RegistryWatcher::PollOnce() {
         }
         int64_t mtime_ns = static_cast<int64_t>(fst.st_mtim.tv_sec) * 1000000000 +
                            fst.st_mtim.tv_nsec;
+        // An unreadable file marks the signature, so that making it readable (chmod changes no
+        // mtime) changes the signature and the version is taken up again.
+        bool readable = ::faccessat(AT_FDCWD, fp.c_str(), R_OK, AT_EACCESS) == 0;
+        int access_errno = readable ? 0 : errno;
         absl::StrAppend(&info.signature, f, ":", static_cast<int64_t>(fst.st_size), ":",
-                        mtime_ns, ";");
+                        mtime_ns, readable ? "" : ":unreadable", ";");
         if (f != "model.pt" && f != "inputs.pt") continue;
         if (!info.refused_reason.empty()) continue;
-        if (!InsideRoot(fp)) {
+        if (!readable && S_ISREG(fst.st_mode)) {
+          info.refused_reason = absl::StrCat(f, " is not readable (", std::strerror(access_errno), ")");
+        } else if (!InsideRoot(fp)) {
           info.refused_reason = absl::StrCat(f, " is a symlink leading outside the registry");
         } else if (!S_ISREG(fst.st_mode)) {
           info.refused_reason = absl::StrCat(f, " is not a regular file");

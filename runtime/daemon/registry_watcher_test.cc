@@ -183,6 +183,32 @@ TEST_F(RegistryWatcherTest, ShardsPartitionModels) {
   EXPECT_FALSE(ParseShard("x", &i, &n));
 }
 
+// A registry of 1,000 models x 3 versions: every version settles on the second poll, in
+// order; a third poll with nothing changed sees the same. (Its cost is measured by
+// //bench:registry_benchmark, not here.)
+TEST_F(RegistryWatcherTest, ThousandModelsThreeVersionsEach) {
+  for (int m = 0; m < 1000; ++m) {
+    for (int v = 1; v <= 3; ++v) AddVersion("model" + std::to_string(m), std::to_string(v));
+  }
+  auto w = Make();
+  auto s1 = w->PollOnce();
+  ASSERT_TRUE(s1.ok());
+  EXPECT_EQ(s1->unsettled, 3000);
+  for (int poll = 2; poll <= 3; ++poll) {
+    auto s = w->PollOnce();
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->unsettled, 0);
+    ASSERT_EQ(s->models.size(), 1000u);
+    for (const auto& [name, versions] : s->models) {
+      ASSERT_EQ(versions.size(), 3u) << name;
+      for (int v = 0; v < 3; ++v) {
+        EXPECT_EQ(versions[v].version, v + 1);
+        EXPECT_TRUE(versions[v].refused_reason.empty());
+      }
+    }
+  }
+}
+
 TEST_F(RegistryWatcherTest, UnreadableRootIsAnError) {
   WatcherOptions o;
   o.root = (base_ / "nope").string();

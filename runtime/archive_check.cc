@@ -1,0 +1,153 @@
+// archive_check.cc — see the header. Zip layout per PKWARE's APPNOTE: end-of-central-directory
+// record (and its zip64 form with a locator in front), central directory headers, local headers.
+#include "runtime/archive_check.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace sentier {
+namespace {
+
+constexpr uint32_t kEocdSig = 0x06054b50;
+constexpr uint32_t kZip64LocatorSig = 0x07064b50;
+constexpr uint32_t kZip64EocdSig = 0x06064b50;
+constexpr uint32_t kCentralSig = 0x02014b50;
+constexpr uint32_t kLocalSig = 0x04034b50;
+constexpr size_t kEocdSize = 22, kLocatorSize = 20, kZip64EocdSize = 56, kCentralSize = 46,
+                 kLocalSize = 30;
+
+// Little-endian readers; the caller has checked the bounds.
+uint64_t Le(absl::string_view b, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+
+absl::Status Bad(const std::string& what, uint64_t at) {
+  return absl::InvalidArgumentError(absl::StrCat("not a well-formed archive: ", what, " (at byte ", at, ")"));
+}
+
+// Fits: [at, at + n) lies inside [0, limit).
+bool Fits(uint64_t at, uint64_t n, uint64_t limit) { return at <= limit && n <= limit - at; }
+
+}  // namespace
+
+absl::Status CheckArchive(absl::string_view b, int64_t max_uncompressed_bytes) {
+  const uint64_t size = b.size();
+  if (size < kEocdSize) return Bad(absl::StrCat("only ", size, " bytes"), 0);
+
+  // End-of-central-directory record: the last one, within the last 64 KiB + 22 bytes.
+  uint64_t eocd = size;
+  uint64_t lowest = size > kEocdSize + 0xFFFF ? size - kEocdSize - 0xFFFF : 0;
+  for (uint64_t at = size - kEocdSize + 1; at-- > lowest;) {
+    if (Le(b, at, 4) == kEocdSig) {
+      eocd = at;
+      break;
+    }
+  }
+  if (eocd == size) return Bad("no end-of-central-directory record", size);
+  uint64_t comment = Le(b, eocd + 20, 2);
+  if (!Fits(eocd + kEocdSize, comment, size)) return Bad("archive comment runs past the end", eocd);
+  if (Le(b, eocd + 4, 2) != 0 || Le(b, eocd + 6, 2) != 0) return Bad("multi-disk archive", eocd);
+  uint64_t entries = Le(b, eocd + 10, 2);
+  uint64_t cd_size = Le(b, eocd + 12, 4);
+  uint64_t cd_offset = Le(b, eocd + 16, 4);
+  uint64_t cd_limit = eocd;  // the central directory ends before the records that describe it
+
+  if (eocd >= kLocatorSize && Le(b, eocd - kLocatorSize, 4) == kZip64LocatorSig) {
+    uint64_t loc = eocd - kLocatorSize;
+    uint64_t z = Le(b, loc + 8, 8);
+    if (!Fits(z, kZip64EocdSize, loc) || Le(b, z, 4) != kZip64EocdSig) {
+      return Bad("zip64 locator points at no zip64 end-of-central-directory record", loc);
+    }
+    uint64_t record = Le(b, z + 4, 8);
+    if (record < kZip64EocdSize - 12 || !Fits(z + 12, record, loc)) {
+      return Bad("zip64 end-of-central-directory record of a wrong size", z);
+    }
+    if (Le(b, z + 16, 4) != 0 || Le(b, z + 20, 4) != 0) return Bad("multi-disk archive", z);
+    entries = Le(b, z + 32, 8);
+    cd_size = Le(b, z + 40, 8);
+    cd_offset = Le(b, z + 48, 8);
+    cd_limit = z;
+  } else if (entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
+    return Bad("zip64 sizes without a zip64 record", eocd);
+  }
+  if (!Fits(cd_offset, cd_size, cd_limit)) {
+    return Bad(absl::StrCat("central directory of ", cd_size, " bytes at ", cd_offset,
+                            " runs past its end record"), eocd);
+  }
+  if (entries > cd_size / kCentralSize) return Bad(absl::StrCat(entries, " entries cannot fit"), eocd);
+
+  uint64_t at = cd_offset;
+  const uint64_t cd_end = cd_offset + cd_size;
+  uint64_t total_uncompressed = 0;
+  for (uint64_t k = 0; k < entries; ++k) {
+    if (!Fits(at, kCentralSize, cd_end) || Le(b, at, 4) != kCentralSig) {
+      return Bad(absl::StrCat("central directory entry ", k, " missing"), at);
+    }
+    uint64_t method = Le(b, at + 10, 2);
+    uint64_t comp = Le(b, at + 20, 4);
+    uint64_t uncomp = Le(b, at + 24, 4);
+    uint64_t name_len = Le(b, at + 28, 2);
+    uint64_t extra_len = Le(b, at + 30, 2);
+    uint64_t comment_len = Le(b, at + 32, 2);
+    uint64_t local = Le(b, at + 42, 4);
+    uint64_t next = at + kCentralSize + name_len + extra_len + comment_len;
+    if (next > cd_end) return Bad(absl::StrCat("central directory entry ", k, " runs past the directory"), at);
+    std::string name(b.substr(at + kCentralSize, name_len));
+    // zip64 extended information: the 64-bit fields, in this order, for those marked 0xFFFFFFFF.
+    if (uncomp == 0xFFFFFFFF || comp == 0xFFFFFFFF || local == 0xFFFFFFFF) {
+      uint64_t e = at + kCentralSize + name_len;
+      const uint64_t e_end = e + extra_len;
+      bool found = false;
+      while (e + 4 <= e_end) {
+        uint64_t id = Le(b, e, 2), len = Le(b, e + 2, 2);
+        if (e + 4 + len > e_end) break;
+        if (id == 0x0001) {
+          uint64_t f = e + 4, f_end = e + 4 + len;
+          auto take = [&](uint64_t* field) {
+            if (*field != 0xFFFFFFFF) return true;
+            if (f + 8 > f_end) return false;
+            *field = Le(b, f, 8);
+            f += 8;
+            return true;
+          };
+          if (!take(&uncomp) || !take(&comp) || !take(&local)) {
+            return Bad(absl::StrCat("entry '", name, "': truncated zip64 field"), e);
+          }
+          found = true;
+          break;
+        }
+        e += 4 + len;
+      }
+      if (!found) return Bad(absl::StrCat("entry '", name, "': 32-bit size marker without zip64 field"), at);
+    }
+    if (method != 0 && method != 8) {
+      return Bad(absl::StrCat("entry '", name, "': compression method ", method, " (only stored or deflated)"), at);
+    }
+    if (method == 0 && comp != uncomp) {
+      return Bad(absl::StrCat("entry '", name, "' is stored but claims ", uncomp,
+                              " bytes uncompressed and ", comp, " stored"), at);
+    }
+    if (!Fits(local, kLocalSize, cd_offset) || Le(b, local, 4) != kLocalSig) {
+      return Bad(absl::StrCat("entry '", name, "': no local header at ", local), at);
+    }
+    uint64_t data = local + kLocalSize + Le(b, local + 26, 2) + Le(b, local + 28, 2);
+    if (!Fits(data, comp, cd_offset)) {
+      return Bad(absl::StrCat("entry '", name, "': ", comp, " bytes of data at ", data,
+                              " run into the central directory"), local);
+    }
+    if (uncomp > static_cast<uint64_t>(max_uncompressed_bytes) ||
+        total_uncompressed + uncomp > static_cast<uint64_t>(max_uncompressed_bytes)) {
+      return Bad(absl::StrCat("entries claim more than ", max_uncompressed_bytes,
+                              " bytes uncompressed (entry '", name, "': ", uncomp, ")"), at);
+    }
+    total_uncompressed += uncomp;
+    at = next;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sentier
