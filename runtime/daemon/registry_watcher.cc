@@ -105,7 +105,11 @@ absl::StatusOr<std::unique_ptr<RegistryWatcher>> RegistryWatcher::Create(
   return std::unique_ptr<RegistryWatcher>(new RegistryWatcher(options, canon));
 }
 
+// Called for entries of directories already known to lie inside the root: an entry that is not
+// a symlink lies inside too, and only a symlink needs the (costly) resolution of its real path.
 bool RegistryWatcher::InsideRoot(const std::string& path) const {
+  struct stat lst;
+  if (::lstat(path.c_str(), &lst) == 0 && !S_ISLNK(lst.st_mode)) return true;
   std::string real = RealPath(path);
   if (real.empty()) return false;
   return real == canonical_root_ || real.rfind(canonical_root_ + "/", 0) == 0;

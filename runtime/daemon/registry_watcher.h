@@ -68,6 +68,7 @@ class RegistryWatcher {
  private:
   explicit RegistryWatcher(const WatcherOptions& options, std::string canonical_root)
       : options_(options), canonical_root_(std::move(canonical_root)) {}
+  // InsideRoot: `path`, an entry of a directory inside the root, resolves inside the root.
   bool InsideRoot(const std::string& path) const;
   void WarnOnce(const std::string& key, const std::string& message);
 
