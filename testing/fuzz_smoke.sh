@@ -13,7 +13,8 @@ secs=${1:-20}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(rule_parser_fuzz daemon_state_fuzz rule_compile_fuzz ir_parser_fuzz sample_inputs_fuzz)
+  targets=(rule_parser_fuzz daemon_state_fuzz rule_compile_fuzz ir_parser_fuzz sample_inputs_fuzz
+           archive_check_fuzz)
 fi
 ob=${SENTIER_FUZZ_OUTPUT_BASE:-$HOME/.cache/sentier-fuzz-ob}
 command -v clang-14 >/dev/null || tools/setup_deps.sh --with-clang || exit 1
