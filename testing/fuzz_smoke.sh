@@ -30,6 +30,7 @@ rc=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t/corpus" "$work/$t/seeds"
   # sample_inputs_fuzz writes binary seeds (valid torch.save archives) at start-up.
+  LSAN_OPTIONS="suppressions=$PWD/testing/fuzz/lsan_suppressions.txt:print_suppressions=0" \
   SENTIER_FUZZ_SEED_DIR="$work/$t/seeds" "$bin/testing/fuzz/$t" \
     -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$work/$t/" \
     "$work/$t/corpus" "$work/$t/seeds" "testdata/fuzz/$t" >"$work/$t/log" 2>&1
