@@ -209,7 +209,8 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   c10::Device device(options_.device == "cuda" ? c10::kCUDA : c10::kCPU);
   bool training = options_.training;
   CheckReport report;
-  if (options_.timing_only) {
+  // Median step times of both models (forward; training step too in training mode).
+  auto time_both = [&]() -> absl::Status {
     try {
       report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);
       report.candidate_ms = MedianStepMs(candidate, samples, options_.dtype, device, false);
@@ -221,6 +222,11 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
       std::string what = e.what();
       return absl::InvalidArgumentError(absl::StrCat("timing failed: ", what.substr(0, what.find('\n'))));
     }
+    return absl::OkStatus();
+  };
+  if (options_.timing_only) {
+    absl::Status timed = time_both();
+    if (!timed.ok()) return timed;
     return report;
   }
   at::Generator gen = at::detail::createCPUGenerator(options_.seed + 1);
@@ -366,17 +372,8 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     }
   }
   if (options_.time) {
-    try {
-      report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);
-      report.candidate_ms = MedianStepMs(candidate, samples, options_.dtype, device, false);
-      if (training) {
-        report.reference_train_ms = MedianStepMs(reference, samples, options_.dtype, device, true);
-        report.candidate_train_ms = MedianStepMs(candidate, samples, options_.dtype, device, true);
-      }
-    } catch (const std::exception& e) {
-      std::string what = e.what();
-      return absl::InternalError(absl::StrCat("timing failed: ", what.substr(0, what.find('\n'))));
-    }
+    absl::Status timed = time_both();
+    if (!timed.ok()) return timed;
   }
   return report;
 }

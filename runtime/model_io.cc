@@ -102,6 +102,18 @@ int64_t MaxUncompressedBytes(size_t file_bytes) {
 
 }  // namespace
 
+namespace {
+// ReadCheckedArchive: the file's bytes once CheckArchive accepts them (LibTorch's reader trusts
+// the archive's offsets and sizes); `what` starts the error message.
+absl::StatusOr<std::string> ReadCheckedArchive(const std::string& path, const char* what) {
+  auto data = ReadFile(path);
+  if (!data.ok()) return data.status();
+  absl::Status sound = CheckArchive(*data, MaxUncompressedBytes(data->size()));
+  if (!sound.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': ", sound.message()));
+  return data;
+}
+}  // namespace
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError("cannot read", path);
@@ -158,15 +170,9 @@ absl::StatusOr<Model> LoadModel(const std::string& path) {
     }
     return m;
   }
-  // The bytes are checked (CheckArchive) and then loaded from memory, the same bytes: LibTorch's
-  // reader trusts the archive's offsets and sizes.
-  auto data = ReadFile(path);
+  // The bytes are checked and then loaded from memory, the same bytes.
+  auto data = ReadCheckedArchive(path, "cannot load TorchScript archive");
   if (!data.ok()) return data.status();
-  absl::Status sound = CheckArchive(*data, MaxUncompressedBytes(data->size()));
-  if (!sound.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot load TorchScript archive '", path, "': ", sound.message()));
-  }
   try {
     std::istringstream in(*data);
     m.module = torch::jit::load(in, c10::Device(c10::kCPU));
@@ -205,13 +211,8 @@ absl::Status SaveModel(const Model& model, const std::string& path) {
 absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path) {
   absl::Status readable = CheckReadableFile(path);
   if (!readable.ok()) return readable;
-  auto data = ReadFile(path);
+  auto data = ReadCheckedArchive(path, "cannot read sample inputs");
   if (!data.ok()) return data.status();
-  absl::Status sound = CheckArchive(*data, MaxUncompressedBytes(data->size()));
-  if (!sound.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read sample inputs '", path, "': ", sound.message()));
-  }
   c10::IValue iv;
   try {
     std::vector<char> bytes(data->begin(), data->end());
