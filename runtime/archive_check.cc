@@ -32,6 +32,88 @@ absl::Status Bad(const std::string& what, uint64_t at) {
 // Fits: [at, at + n) lies inside [0, limit).
 bool Fits(uint64_t at, uint64_t n, uint64_t limit) { return at <= limit && n <= limit - at; }
 
+// CheckPickle: walks a pickle's opcodes (protocols 0-5) and checks that every length-prefixed
+// argument (strings, bytes, longs, frames) fits in what is left of the record. LibTorch's
+// unpickler reserves the length a string claims before reading it: 4 GiB for a 1 KiB file.
+// Unknown opcodes are refused (LibTorch's unpickler refuses them too). Reaching the end without
+// STOP is refused.
+absl::Status CheckPickle(absl::string_view p, const std::string& name, uint64_t base) {
+  uint64_t at = 0;
+  const uint64_t n = p.size();
+  auto bad = [&](const std::string& what) {
+    return Bad(absl::StrCat("pickle '", name, "': ", what), base + at);
+  };
+  // Skips a length-prefixed payload whose length field has `width` bytes.
+  auto payload = [&](int width) -> bool {
+    if (!Fits(at, width, n)) return false;
+    uint64_t len = Le(p, at, width);
+    at += width;
+    if (!Fits(at, len, n)) return false;
+    at += len;
+    return true;
+  };
+  auto line = [&]() -> bool {  // newline-terminated argument (protocol 0 opcodes)
+    size_t nl = p.find('\n', at);
+    if (nl == absl::string_view::npos) return false;
+    at = nl + 1;
+    return true;
+  };
+  auto fixed = [&](uint64_t width) -> bool {
+    if (!Fits(at, width, n)) return false;
+    at += width;
+    return true;
+  };
+  while (at < n) {
+    unsigned char op = static_cast<unsigned char>(p[at++]);
+    bool ok = true;
+    switch (op) {
+      case '.':  // STOP
+        return absl::OkStatus();
+      case 'X': case 'B': case 'T': case 0x8b:  // BINUNICODE, BINBYTES, BINSTRING, LONG4
+        ok = payload(4);
+        break;
+      case 0x8c: case 'C': case 'U': case 0x8a:  // SHORT_BINUNICODE, SHORT_BINBYTES, SHORT_BINSTRING, LONG1
+        ok = payload(1);
+        break;
+      case 0x8d: case 0x8e: case 0x96:  // BINUNICODE8, BINBYTES8, BYTEARRAY8
+        ok = payload(8);
+        break;
+      case 0x95:  // FRAME: an 8-byte frame size, then the opcodes of the frame
+        ok = fixed(8) && Le(p, at - 8, 8) <= n - at;
+        break;
+      case 0x80: case 'K': case 'q': case 'h': case 0x82:  // PROTO BININT1 BINPUT BINGET EXT1
+        ok = fixed(1);
+        break;
+      case 'M': case 0x83:  // BININT2 EXT2
+        ok = fixed(2);
+        break;
+      case 'J': case 'r': case 'j': case 0x84:  // BININT LONG_BINPUT LONG_BINGET EXT4
+        ok = fixed(4);
+        break;
+      case 'G':  // BINFLOAT
+        ok = fixed(8);
+        break;
+      case 'I': case 'L': case 'F': case 'S': case 'V': case 'p': case 'g': case 'P':
+        ok = line();
+        break;
+      case 'c': case 'i':  // GLOBAL, INST: module and name lines
+        ok = line() && line();
+        break;
+      case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case 't':
+      case 0x85: case 0x86: case 0x87: case ')': case ']': case 'a': case 'e': case 'l':
+      case '}': case 'd': case 's': case 'u': case 'b': case 'R': case 0x81: case 0x92:
+      case 'o': case 'Q': case 0x93: case 0x94: case 0x8f: case 0x90: case 0x91: case 0x97:
+      case 0x98:
+        break;
+      default:
+        --at;
+        return bad(absl::StrCat("unknown opcode 0x", absl::Hex(op)));
+    }
+    if (!ok) return bad(absl::StrCat("the argument of opcode 0x", absl::Hex(op), " runs past the end"));
+  }
+  return bad("no STOP opcode");
+}
+
 }  // namespace
 
 absl::Status CheckArchive(absl::string_view b, int64_t max_uncompressed_bytes) {
@@ -145,6 +227,12 @@ absl::Status CheckArchive(absl::string_view b, int64_t max_uncompressed_bytes) {
                               " bytes uncompressed (entry '", name, "': ", uncomp, ")"), at);
     }
     total_uncompressed += uncomp;
+    // Pickles LibTorch will unpickle: stored ones are checked in place (LibTorch writes them
+    // stored; a deflated pickle cannot be read without inflating it and is left to LibTorch).
+    if (method == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".pkl") == 0) {
+      absl::Status pk = CheckPickle(b.substr(data, comp), name, data);
+      if (!pk.ok()) return pk;
+    }
     at = next;
   }
   return absl::OkStatus();

@@ -101,7 +101,9 @@ std::string MakeZip(const std::vector<Entry>& entries, bool zip64 = false) {
   return z;
 }
 
-const std::vector<Entry> kEntries = {{"archive/data.pkl", std::string(100, 'p')},
+// A pickle as LibTorch writes one: PROTO 2, a string, BINPUT, an int, TUPLE2, STOP.
+const std::string kPickle = std::string("\x80\x02X\x05\x00\x00\x00helloq\x00K\x07\x86.", 18);
+const std::vector<Entry> kEntries = {{"archive/data.pkl", kPickle},
                                      {"archive/data/0", std::string(4096, '\0')},
                                      {"archive/version", "3\n"}};
 
@@ -186,6 +188,30 @@ TEST(ArchiveCheckTest, OffsetsAndSizesOutsideTheFileAreRefused) {
   std::string z64 = MakeZip(kEntries, true);
   size_t locator = z64.size() - 22 - 20;
   EXPECT_FALSE(CheckArchive(Patched(z64, locator + 8, 3, 8)).ok()) << "zip64 locator pointing elsewhere";
+}
+
+// Stored pickles are walked opcode by opcode: a string that claims more bytes than the pickle
+// holds (LibTorch would reserve what it claims first), an unknown opcode or a missing STOP are
+// refused; other entries are not read as pickles.
+TEST(ArchiveCheckTest, PicklesWhoseArgumentsRunPastTheirEndAreRefused) {
+  const std::vector<std::pair<const char*, std::string>> bad = {
+      {"4 GiB string", std::string("\x80\x02X\xff\xff\xff\xff" "ab.", 10)},
+      {"8-byte length", std::string("\x80\x04\x8d\x00\x00\x00\x00\x01\x00\x00\x00.", 12)},
+      {"short bytes past the end", std::string("\x80\x02" "C\x09" "abc.", 8)},
+      {"frame larger than the pickle", std::string("\x80\x04\x95\x00\x10\x00\x00\x00\x00\x00\x00N.", 13)},
+      {"unknown opcode", std::string("\x80\x02\xff.", 4)},
+      {"no STOP", std::string("\x80\x02N", 3)},
+      {"unterminated GLOBAL", std::string("\x80\x02" "ctorch\nTensor", 15)},
+  };
+  for (const auto& [what, pickle] : bad) {
+    std::vector<Entry> e = {{"archive/data.pkl", pickle}, {"archive/version", "3\n"}};
+    absl::Status st = CheckArchive(MakeZip(e));
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find("pickle 'archive/data.pkl'"), std::string::npos) << what << ": " << st;
+  }
+  std::vector<Entry> good = {{"archive/data.pkl", std::string("\x80\x02" "ctorch\nTensor\nq\x00N.", 20)},
+                             {"archive/data/0", std::string("X\xff\xff\xff\xff", 5)}};
+  EXPECT_TRUE(CheckArchive(MakeZip(good)).ok()) << CheckArchive(MakeZip(good));
 }
 
 // Every single-byte change of a sound archive is either still sound or refused; none may read
