@@ -30,20 +30,8 @@ rc=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t/corpus" "$work/$t/seeds"
   # sample_inputs_fuzz writes binary seeds (valid torch.save archives) at start-up.
-  # Targets that reach LibTorch's unpickler: it reserves whatever length a pickle string claims
-  # (up to 4 GiB from a 1 KiB file; TESTING.md), untouched virtual memory that is freed when the
-  # read fails. That is LibTorch's, so those allocations are allowed here instead of being
-  # reported as out-of-memory; larger claims return null (bad_alloc, caught as a load failure).
-  limits=()
-  env_asan=""
-  case "$t" in
-    sample_inputs_fuzz|archive_check_fuzz)
-      limits=(-malloc_limit_mb=8192 -rss_limit_mb=4096)
-      env_asan="allocator_may_return_null=1" ;;
-  esac
-  ASAN_OPTIONS="$env_asan" \
   LSAN_OPTIONS="suppressions=$PWD/testing/fuzz/lsan_suppressions.txt:print_suppressions=0" \
-  SENTIER_FUZZ_SEED_DIR="$work/$t/seeds" "$bin/testing/fuzz/$t" "${limits[@]}" \
+  SENTIER_FUZZ_SEED_DIR="$work/$t/seeds" "$bin/testing/fuzz/$t" \
     -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$work/$t/" \
     "$work/$t/corpus" "$work/$t/seeds" "testdata/fuzz/$t" >"$work/$t/log" 2>&1
   st=$?
