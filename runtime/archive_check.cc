@@ -63,6 +63,28 @@ absl::Status CheckPickle(absl::string_view p, const std::string& name, uint64_t 
     at += width;
     return true;
   };
+  // The memo: a pickler numbers its entries 0, 1, 2, ...; LibTorch's unpickler sizes its memo
+  // table by the index it reads (a 4-byte index asked for 30 GB). A PUT may name an existing
+  // entry or the next one, a GET only an existing one.
+  uint64_t memo = 0;
+  auto put = [&](uint64_t id) -> bool {
+    if (id > memo) return false;
+    if (id == memo) ++memo;
+    return true;
+  };
+  auto text_id = [&](uint64_t* id) -> bool {  // the decimal argument of PUT / GET
+    size_t nl = p.find('\n', at);
+    if (nl == absl::string_view::npos || nl == at || nl - at > 18) return false;
+    uint64_t v = 0;
+    for (size_t k = at; k < nl; ++k) {
+      if (p[k] < '0' || p[k] > '9') return false;
+      v = v * 10 + static_cast<uint64_t>(p[k] - '0');
+    }
+    *id = v;
+    at = nl + 1;
+    return true;
+  };
+  uint64_t id = 0;
   while (at < n) {
     unsigned char op = static_cast<unsigned char>(p[at++]);
     bool ok = true;
@@ -81,19 +103,34 @@ absl::Status CheckPickle(absl::string_view p, const std::string& name, uint64_t 
       case 0x95:  // FRAME: an 8-byte frame size, then the opcodes of the frame
         ok = fixed(8) && Le(p, at - 8, 8) <= n - at;
         break;
-      case 0x80: case 'K': case 'q': case 'h': case 0x82:  // PROTO BININT1 BINPUT BINGET EXT1
+      case 0x80: case 'K': case 0x82:  // PROTO BININT1 EXT1
         ok = fixed(1);
         break;
       case 'M': case 0x83:  // BININT2 EXT2
         ok = fixed(2);
         break;
-      case 'J': case 'r': case 'j': case 0x84:  // BININT LONG_BINPUT LONG_BINGET EXT4
+      case 'J': case 0x84:  // BININT EXT4
         ok = fixed(4);
+        break;
+      case 'q': case 'r':  // BINPUT, LONG_BINPUT
+        ok = fixed(op == 'q' ? 1 : 4) && put(Le(p, at - (op == 'q' ? 1 : 4), op == 'q' ? 1 : 4));
+        break;
+      case 'h': case 'j':  // BINGET, LONG_BINGET
+        ok = fixed(op == 'h' ? 1 : 4) && Le(p, at - (op == 'h' ? 1 : 4), op == 'h' ? 1 : 4) < memo;
+        break;
+      case 'p':  // PUT
+        ok = text_id(&id) && put(id);
+        break;
+      case 'g':  // GET
+        ok = text_id(&id) && id < memo;
+        break;
+      case 0x94:  // MEMOIZE
+        ++memo;
         break;
       case 'G':  // BINFLOAT
         ok = fixed(8);
         break;
-      case 'I': case 'L': case 'F': case 'S': case 'V': case 'p': case 'g': case 'P':
+      case 'I': case 'L': case 'F': case 'S': case 'V': case 'P':
         ok = line();
         break;
       case 'c': case 'i':  // GLOBAL, INST: module and name lines
@@ -102,14 +139,17 @@ absl::Status CheckPickle(absl::string_view p, const std::string& name, uint64_t 
       case '(': case '0': case '1': case '2': case 'N': case 0x88: case 0x89: case 't':
       case 0x85: case 0x86: case 0x87: case ')': case ']': case 'a': case 'e': case 'l':
       case '}': case 'd': case 's': case 'u': case 'b': case 'R': case 0x81: case 0x92:
-      case 'o': case 'Q': case 0x93: case 0x94: case 0x8f: case 0x90: case 0x91: case 0x97:
+      case 'o': case 'Q': case 0x93: case 0x8f: case 0x90: case 0x91: case 0x97:
       case 0x98:
         break;
       default:
         --at;
         return bad(absl::StrCat("unknown opcode 0x", absl::Hex(op)));
     }
-    if (!ok) return bad(absl::StrCat("the argument of opcode 0x", absl::Hex(op), " runs past the end"));
+    if (!ok) {
+      return bad(absl::StrCat("the argument of opcode 0x", absl::Hex(op),
+                              " runs past the end or names a memo entry out of order"));
+    }
   }
   return bad("no STOP opcode");
 }

@@ -202,6 +202,10 @@ TEST(ArchiveCheckTest, PicklesWhoseArgumentsRunPastTheirEndAreRefused) {
       {"unknown opcode", std::string("\x80\x02\xff.", 4)},
       {"no STOP", std::string("\x80\x02N", 3)},
       {"unterminated GLOBAL", std::string("\x80\x02" "ctorch\nTensor", 15)},
+      {"memo index far ahead (LONG_BINPUT)", std::string("\x80\x02Nr\x01qto.", 9)},
+      {"memo index one ahead (BINPUT)", std::string("\x80\x02Nq\x01.", 6)},
+      {"GET of an entry never put", std::string("\x80\x02Nq\x00h\x01.", 8)},
+      {"text PUT far ahead", std::string("\x80\x02Np99\n.", 8)},
   };
   for (const auto& [what, pickle] : bad) {
     std::vector<Entry> e = {{"archive/data.pkl", pickle}, {"archive/version", "3\n"}};
@@ -212,6 +216,10 @@ TEST(ArchiveCheckTest, PicklesWhoseArgumentsRunPastTheirEndAreRefused) {
   std::vector<Entry> good = {{"archive/data.pkl", std::string("\x80\x02" "ctorch\nTensor\nq\x00N.", 20)},
                              {"archive/data/0", std::string("X\xff\xff\xff\xff", 5)}};
   EXPECT_TRUE(CheckArchive(MakeZip(good)).ok()) << CheckArchive(MakeZip(good));
+  // Memo entries put in order, overwritten, memoized and read back are fine.
+  std::vector<Entry> memo = {{"archive/data.pkl",
+                              std::string("\x80\x04Nq\x00Nq\x01Nq\x00\x94h\x02j\x01\x00\x00\x00\x86.", 21)}};
+  EXPECT_TRUE(CheckArchive(MakeZip(memo)).ok()) << CheckArchive(MakeZip(memo));
 }
 
 // Every single-byte change of a sound archive is either still sound or refused; none may read
