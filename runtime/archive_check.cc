@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace sentier {
@@ -269,7 +270,8 @@ absl::Status CheckArchive(absl::string_view b, int64_t max_uncompressed_bytes) {
     total_uncompressed += uncomp;
     // Pickles LibTorch will unpickle: stored ones are checked in place (LibTorch writes them
     // stored; a deflated pickle cannot be read without inflating it and is left to LibTorch).
-    if (method == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".pkl") == 0) {
+    // miniz finds names case-insensitively, so "data.PKL" is read as "data.pkl".
+    if (method == 0 && absl::EndsWithIgnoreCase(name, ".pkl")) {
       absl::Status pk = CheckPickle(b.substr(data, comp), name, data);
       if (!pk.ok()) return pk;
     }
