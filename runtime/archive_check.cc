@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,59 @@ absl::Status Bad(const std::string& what, uint64_t at) {
 
 // Fits: [at, at + n) lies inside [0, limit).
 bool Fits(uint64_t at, uint64_t n, uint64_t limit) { return at <= limit && n <= limit - at; }
+
+// StackEffect: the pickle machine's stack after opcode `op`, as Python's unpickler defines it:
+// `depth` items in all, `marks` the depths at which MARKs were set; an opcode may only use items
+// above the innermost mark. False when the opcode would take more than is there (LibTorch's
+// unpickler pops without looking: a TUPLE with no MARK crashed it).
+bool StackEffect(unsigned char op, uint64_t* depth, std::vector<uint64_t>* marks) {
+  const uint64_t floor = marks->empty() ? 0 : marks->back();
+  const uint64_t above = *depth - floor;
+  auto need = [&](uint64_t k, int64_t delta) {
+    if (above < k) return false;
+    *depth = static_cast<uint64_t>(static_cast<int64_t>(*depth) + delta);
+    return true;
+  };
+  auto to_mark = [&]() {  // pops everything above the innermost mark, and the mark
+    if (marks->empty()) return false;
+    *depth = marks->back();
+    marks->pop_back();
+    return true;
+  };
+  switch (op) {
+    case 0x80: case 0x95:  // PROTO, FRAME
+      return true;
+    case '(':  // MARK
+      marks->push_back(*depth);
+      return true;
+    case 't': case 'l': case 'd': case 0x91: case 'o': case 'i':  // TUPLE LIST DICT FROZENSET OBJ INST
+      if (!to_mark()) return false;
+      ++*depth;
+      return true;
+    case 'e': case 'u': case 0x90: {  // APPENDS SETITEMS ADDITEMS: into the item below the mark
+      if (marks->empty()) return false;
+      uint64_t below = marks->size() >= 2 ? (*marks)[marks->size() - 2] : 0;
+      if (marks->back() <= below) return false;
+      return to_mark();
+    }
+    case '1':  // POP_MARK
+      return to_mark();
+    case 'q': case 'r': case 'p': case 0x94: case 0x98: case 0x85: case 'Q':
+      return need(1, 0);  // the PUTs, READONLY_BUFFER, TUPLE1, BINPERSID
+    case '0':
+      return need(1, -1);  // POP
+    case '2':
+      return need(1, 1);  // DUP
+    case 0x86: case 'a': case 'b': case 'R': case 0x81: case 0x93:
+      return need(2, -1);  // TUPLE2 APPEND BUILD REDUCE NEWOBJ STACK_GLOBAL
+    case 0x87: case 's': case 0x92:
+      return need(3, -2);  // TUPLE3 SETITEM NEWOBJ_EX
+    case '.':
+      return above >= 1;  // STOP returns the top item
+    default:
+      return need(0, 1);  // everything else pushes one item
+  }
+}
 
 // CheckPickle: walks a pickle's opcodes (protocols 0-5) and checks that every length-prefixed
 // argument (strings, bytes, longs, frames) fits in what is left of the record. LibTorch's
@@ -86,11 +140,14 @@ absl::Status CheckPickle(absl::string_view p, const std::string& name, uint64_t 
     return true;
   };
   uint64_t id = 0;
+  uint64_t depth = 0;
+  std::vector<uint64_t> marks;
   while (at < n) {
     unsigned char op = static_cast<unsigned char>(p[at++]);
     bool ok = true;
     switch (op) {
       case '.':  // STOP
+        if (!StackEffect(op, &depth, &marks)) return bad("STOP with an empty stack");
         return absl::OkStatus();
       case 'X': case 'B': case 'T': case 0x8b:  // BINUNICODE, BINBYTES, BINSTRING, LONG4
         ok = payload(4);
@@ -150,6 +207,9 @@ absl::Status CheckPickle(absl::string_view p, const std::string& name, uint64_t 
     if (!ok) {
       return bad(absl::StrCat("the argument of opcode 0x", absl::Hex(op),
                               " runs past the end or names a memo entry out of order"));
+    }
+    if (!StackEffect(op, &depth, &marks)) {
+      return bad(absl::StrCat("opcode 0x", absl::Hex(op), " needs stack items or a mark that are not there"));
     }
   }
   return bad("no STOP opcode");

@@ -207,6 +207,12 @@ TEST(ArchiveCheckTest, PicklesWhoseArgumentsRunPastTheirEndAreRefused) {
       {"memo index one ahead (BINPUT)", std::string("\x80\x02Nq\x01.", 6)},
       {"GET of an entry never put", std::string("\x80\x02Nq\x00h\x01.", 8)},
       {"text PUT far ahead", std::string("\x80\x02Np99\n.", 8)},
+      {"TUPLE2 on an empty stack", std::string("\x80\x02\x86.", 4)},
+      {"TUPLE without a MARK", std::string("\x80\x02Nt.", 5)},
+      {"APPENDS without a MARK", std::string("\x80\x02]Ne.", 6)},
+      {"APPENDS with no list below the MARK", std::string("\x80\x02(Ne.", 6)},
+      {"STOP on an empty stack", std::string("\x80\x02.", 3)},
+      {"PUT on an empty stack", std::string("\x80\x02q\x00N.", 6)},
   };
   for (const auto& [what, pickle] : bad) {
     // LibTorch's zip reader finds names case-insensitively: "data.pKl" is read as data.pkl.
@@ -224,6 +230,10 @@ TEST(ArchiveCheckTest, PicklesWhoseArgumentsRunPastTheirEndAreRefused) {
   std::vector<Entry> memo = {{"archive/data.pkl",
                               std::string("\x80\x04Nq\x00Nq\x01Nq\x00\x94h\x02j\x01\x00\x00\x00\x86.", 21)}};
   EXPECT_TRUE(CheckArchive(MakeZip(memo)).ok()) << CheckArchive(MakeZip(memo));
+  // Marks used as a pickler uses them: a tuple of two, a list filled by APPENDS, a dict by SETITEMS.
+  std::vector<Entry> marks = {{"archive/data.pkl",
+                               std::string("\x80\x02(NNt](NNe}(NNu\x87.", 18)}};
+  EXPECT_TRUE(CheckArchive(MakeZip(marks)).ok()) << CheckArchive(MakeZip(marks));
 }
 
 // Every single-byte change of a sound archive is either still sound or refused; none may read
