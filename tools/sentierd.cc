@@ -29,8 +29,8 @@
 //   [m/v] rejected: job process crashed (signal N: …) / exited with status N / timed out after Ns
 //   [m/v] kept the earlier artifact '…': the re-run was rejected
 //   [m/v] job: cannot write the output: <path>: No space left on device (or another errno)
-//   [m/v] output not written (…); retried at the next poll   nothing recorded or published
-//   [m/v] publish failed: …                                 likewise retried at the next poll
+//   [m/v] output not written (…); retried in N s             nothing recorded or published;
+//   [m/v] publish failed: …; retried in N s                  N = 1 s, doubling up to 60 s
 //   [m/v] refused: <file> is not readable (Permission denied) | is a symlink leading outside
 //         the registry | has N bytes, above
 //         --max_model_bytes=M | is not a regular file
@@ -321,7 +321,22 @@ class Daemon {
   std::set<std::string> busy_;
   Metrics metrics_;
   std::set<std::string> models_seen_;
+  // Versions whose output could not be written wait before they are tried again: 1 s, doubling
+  // up to 60 s, per version; forgotten once the version is recorded.
+  struct Backoff {
+    Clock::time_point next;
+    double delay_s = 0;
+  };
+  std::map<std::string, Backoff> backoff_;
+  double RetryLater(const std::string& key);
 };
+
+double Daemon::RetryLater(const std::string& key) {
+  Backoff& b = backoff_[key];
+  b.delay_s = b.delay_s == 0 ? 1.0 : std::min(2 * b.delay_s, 60.0);
+  b.next = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(b.delay_s * 1000));
+  return b.delay_s;
+}
 
 void Daemon::Reconcile() {
   // A publish whose state update was lost (crash between rename and state write) is adopted.
@@ -415,8 +430,9 @@ void Daemon::Finish(Running r, int wait_status) {
   if (!r.timed_out && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kJobExitOutputFailed) {
     // The output could not be written (the job logged why): nothing is recorded, nothing is
     // published, and the version is planned again at the next poll.
+    double delay = RetryLater(r.job.Key());
     LOG(ERROR) << Tag(r.job.source.model, r.job.source.version)
-               << "output not written (see the job's error above); retried at the next poll";
+               << "output not written (see the job's error above); retried in " << delay << " s";
     publisher_->Discard(r.stage);
     std::lock_guard<std::mutex> l(metrics_.mu);
     ++metrics_.output_errors;
@@ -497,11 +513,14 @@ void Daemon::PublishResult(const Job& job, const std::string& stage, nlohmann::j
       rec.artifact_sha = old->artifact_sha;
     }
   } else if (!st.ok()) {
-    LOG(ERROR) << Tag(v.model, v.version) << "publish failed: " << st.message();
+    double delay = RetryLater(job.Key());
+    LOG(ERROR) << Tag(v.model, v.version) << "publish failed: " << st.message() << "; retried in "
+               << delay << " s";
     publisher_->Discard(stage);
-    return;  // not recorded: retried at the next poll
+    return;  // not recorded: retried later
   }
   state_.Set(v.model, v.version, rec);
+  backoff_.erase(job.Key());
   absl::Status saved = state_.Save(state_path_);
   if (!saved.ok()) LOG(ERROR) << "state: " << saved.message();
   {
@@ -696,6 +715,9 @@ int Daemon::Run() {
         if (plan) {
           std::set<std::string> busy = busy_;
           for (const Job& q : queue_) busy.insert(q.Key());
+          for (const auto& [key, b] : backoff_) {
+            if (b.next > Clock::now()) busy.insert(key);
+          }
           for (Job& j : JobPlanner::Plan(*snap, state_, rules_->fingerprint(), busy)) {
             queue_.push_back(std::move(j));
           }

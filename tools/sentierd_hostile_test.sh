@@ -155,6 +155,10 @@ else
 fi
 [[ ! -e "$O/big/1" ]] && ok "disk full: nothing published for big/1" || fail "disk full: $O/big/1 exists"
 kill -0 $dpid 2>/dev/null && ok "disk full: daemon still running" || fail "disk full: daemon died"
+sleep 2
+tries=$(grep -c "\[big/1\] output not written.*retried in" "$T/log5")
+# Polls every 200 ms, but retries back off (1 s, 2 s, 4 s): a few tries in these 3-4 s, not 15.
+(( tries >= 1 && tries <= 4 )) && ok "disk full: $tries tries, backing off" || fail "disk full: $tries tries"
 if [[ $how == tmpfs ]]; then rm -f "$M/filler"; else prlimit --pid $dpid --fsize=unlimited; fi
 for i in $(seq 1 100); do [[ -e "$O/big/1/report.json" ]] && break; sleep 0.2; done
 s=$(status_of "$O/big/1/report.json" 2>/dev/null)
