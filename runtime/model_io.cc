@@ -195,17 +195,22 @@ absl::Status SaveModel(const Model& model, const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot write '", path, "': a .pt archive needs a TorchScript module input, not text IR"));
   }
-  std::string tmp = TempPathFor(path);
+  // Serialized in memory, loaded back from there, and only then written by WriteFileAtomically:
+  // LibTorch's archive writer, writing to a file that fails (disk full, file-size limit), throws
+  // from its destructor during the unwinding and terminates the process.
+  std::string bytes;
   try {
-    model.module.save(tmp);
-    torch::jit::Module check = torch::jit::load(tmp, c10::Device(c10::kCPU));
+    std::ostringstream out;
+    model.module.save(out);
+    bytes = out.str();
+    std::istringstream in(bytes);
+    torch::jit::Module check = torch::jit::load(in, c10::Device(c10::kCPU));
     (void)check;
   } catch (const std::exception& e) {
-    ::unlink(tmp.c_str());
     return absl::InternalError(
         absl::StrCat("cannot write a loadable archive to '", path, "': ", FirstLine(e.what())));
   }
-  return Publish(tmp, path);
+  return WriteFileAtomically(path, bytes);
 }
 
 absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path) {
