@@ -242,6 +242,30 @@ std::string BuildTowers(int64_t k) {
 // ---------------------------------------------------------------------------------------------
 // Benchmarks
 
+// TimeOptimize: the timed loop. Each iteration parses `ir` afresh (not timed) and optimizes it
+// (timed); destroying the previous graph is not timed either. Leaves the last optimized graph,
+// its report and the sum of the reports' optimize_ms; on an error the benchmark is skipped.
+void TimeOptimize(benchmark::State& state, const std::string& ir, const sentier::RuleSet& rules,
+                  const sentier::OptimizeOptions& opts, std::shared_ptr<Graph>* last,
+                  sentier::OptimizeReport* report, double* optimize_ms) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    last->reset();
+    std::shared_ptr<Graph> graph = Parse(ir);
+    state.ResumeTiming();
+    absl::StatusOr<sentier::OptimizeReport> rep = sentier::OptimizeGraph(graph, rules, opts);
+    state.PauseTiming();
+    if (!rep.ok()) {
+      state.SkipWithError(rep.status().ToString().c_str());
+      break;
+    }
+    *report = *rep;
+    *optimize_ms += rep->optimize_ms;
+    *last = std::move(graph);
+    state.ResumeTiming();
+  }
+}
+
 void RunOptimize(benchmark::State& state, GraphShape shape) {
   const auto& rules = Rules();
   if (!rules.ok()) {
@@ -254,23 +278,7 @@ void RunOptimize(benchmark::State& state, GraphShape shape) {
   std::shared_ptr<Graph> last;
   sentier::OptimizeReport report;
   double optimize_ms = 0.0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    last.reset();  // destroying the previous graph is not timed
-    std::shared_ptr<Graph> graph = Parse(ir);
-    state.ResumeTiming();
-    absl::StatusOr<sentier::OptimizeReport> rep =
-        sentier::OptimizeGraph(graph, **rules, sentier::OptimizeOptions{});
-    state.PauseTiming();
-    if (!rep.ok()) {
-      state.SkipWithError(rep.status().ToString().c_str());
-      break;
-    }
-    report = *rep;
-    optimize_ms += rep->optimize_ms;
-    last = std::move(graph);
-    state.ResumeTiming();
-  }
+  TimeOptimize(state, ir, **rules, sentier::OptimizeOptions{}, &last, &report, &optimize_ms);
   if (last == nullptr) return;
   // Correctness of the last optimized graph: strictly smaller, and no split/cat waste left.
   const int64_t cats = CountKind(last->block(), c10::aten::cat);
@@ -346,22 +354,7 @@ void BM_OptimizeGroupSearchTowers(benchmark::State& state) {
   std::shared_ptr<Graph> last;
   sentier::OptimizeReport report;
   double optimize_ms = 0.0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    last.reset();
-    std::shared_ptr<Graph> graph = Parse(ir);
-    state.ResumeTiming();
-    absl::StatusOr<sentier::OptimizeReport> rep = sentier::OptimizeGraph(graph, **rules, opts);
-    state.PauseTiming();
-    if (!rep.ok()) {
-      state.SkipWithError(rep.status().ToString().c_str());
-      break;
-    }
-    report = *rep;
-    optimize_ms += rep->optimize_ms;
-    last = std::move(graph);
-    state.ResumeTiming();
-  }
+  TimeOptimize(state, ir, **rules, opts, &last, &report, &optimize_ms);
   if (last == nullptr) return;
   // Groups must have formed: batch_linear applied and no aten::linear left.
   const int64_t linears = CountKind(last->block(), c10::Symbol::fromQualString("aten::linear"));
