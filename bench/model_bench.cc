@@ -11,8 +11,9 @@
 // (RecordFunction, forward and autograd threads): a CPU-side PROXY for kernel launches, not a
 // CUDA kernel count (Kineto's C++ API differs between LibTorch 1.13 and 2.x; real CUDA kernel
 // counts come from bench/compare_torch_compile.py, which profiles the exported artifacts).
-// In a CUDA build (SENTIER_WITH_CUDA) also peak_MiB (peak allocated during one step, minus what
-// was allocated before it) from the CUDA caching allocator. A summary table is printed at the end.
+// Also peak_MiB: peak allocated during one step, minus what was allocated before it
+// (runtime/step_memory.h; the CUDA caching allocator's statistics on a GPU). A summary table is
+// printed at the end.
 //
 //   bazel build -c opt //bench:model_bench
 //   bazel-bin/bench/model_bench --smoke --benchmark_min_time=0.01         # CPU, small batch
@@ -45,10 +46,6 @@
 #include <torch/cuda.h>
 #include <torch/script.h>
 
-#ifdef SENTIER_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -59,6 +56,7 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
+#include "runtime/step_memory.h"
 
 namespace sentier {
 namespace bench {
@@ -171,25 +169,13 @@ int64_t CountStepOps(const c10::Device& device, Fn&& step) {
   return g_step_ops.load();
 }
 
-// Peak bytes allocated during one step beyond what was allocated before it, in MiB; -1 when
-// not a CUDA build or not on CUDA.
+// Peak bytes allocated during one step beyond what was allocated before it, in MiB
+// (runtime/step_memory.h: the CUDA caching allocator's statistics on a GPU, the allocations
+// reported to the profiler interface on the CPU); -1 when it cannot be measured.
 template <typename Fn>
 double PeakStepMiB(const c10::Device& device, Fn&& step) {
-#ifdef SENTIER_WITH_CUDA
-  if (device.is_cuda()) {
-    Sync(device);
-    auto before = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
-    c10::cuda::CUDACachingAllocator::resetPeakStats(0);
-    step();
-    Sync(device);
-    auto after = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
-    return static_cast<double>(after.allocated_bytes[0].peak - before.allocated_bytes[0].current) /
-           (1024.0 * 1024.0);
-  }
-#endif
-  (void)device;
-  (void)step;
-  return -1;
+  auto peak = PeakStepBytes(device, step);
+  return peak.ok() ? static_cast<double>(*peak) / (1024.0 * 1024.0) : -1;
 }
 
 std::vector<at::Tensor> TrainableParams(torch::jit::Module& m) {

@@ -1,6 +1,8 @@
 // cost_selection.cc — greedy rule ablation driven by measured step times (see the header).
 #include "runtime/cost_selection.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +16,8 @@ namespace {
 struct Trial {
   double ms = 0.0;          // the score (see CostOptions)
   double forward_ms = 0.0;  // forward alone
+  int64_t peak = -1;        // peak bytes of the scored step (training step, or forward)
+  int64_t forward_peak = -1;
   std::vector<std::string> fired;
 };
 
@@ -48,8 +52,12 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   Trial t;
   t.ms = score(r->candidate_train_ms, r->candidate_ms);
   t.forward_ms = r->candidate_ms;
+  t.peak = options.training ? r->candidate_train_peak_bytes : r->candidate_peak_bytes;
+  t.forward_peak = r->candidate_peak_bytes;
   original_trial->ms = score(r->reference_train_ms, r->reference_ms);
   original_trial->forward_ms = r->reference_ms;
+  original_trial->peak = options.training ? r->reference_train_peak_bytes : r->reference_peak_bytes;
+  original_trial->forward_peak = r->reference_peak_bytes;
   for (const auto& [name, n] : report->stats.applications) {
     if (n > 0) t.fired.push_back(name);
   }
@@ -78,18 +86,71 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   double orig_ms = orig.ms;
   sel.original_ms = orig_ms;
   sel.original_forward_ms = orig.forward_ms;
-  sel.log.push_back(absl::StrFormat("all rules: %.3f ms (original %.3f ms)", best->ms, orig_ms));
+  sel.original_peak_bytes = orig.peak;
+  sel.original_forward_peak_bytes = orig.forward_peak;
+  auto mib = [](int64_t bytes) { return bytes / (1024.0 * 1024.0); };
+  // Bytes by which a trial's peaks exceed what the margin allows (0: within bounds).
+  auto excess = [&](const Trial& t) -> int64_t {
+    if (options.memory_margin < 0) return 0;
+    auto over = [&](int64_t peak, int64_t limit) {
+      return std::max<int64_t>(0, peak - static_cast<int64_t>(limit * (1.0 + options.memory_margin)));
+    };
+    int64_t e = over(t.peak, orig.peak);
+    if (options.training && options.inference_too) e += over(t.forward_peak, orig.forward_peak);
+    return e;
+  };
+  auto describe = [&](const Trial& t) {
+    return absl::StrFormat("%.3f ms, peak %.1f MiB", t.ms, mib(t.peak));
+  };
+  sel.log.push_back(absl::StrFormat("all rules: %s (original %.3f ms, peak %.1f MiB)", describe(*best),
+                                    orig_ms, mib(orig.peak)));
   std::vector<std::string> dropped;
+  auto measure_without = [&](const std::vector<std::string>& names) -> absl::StatusOr<Trial> {
+    auto subset = rules.Filter("", WithoutRegex(names));
+    if (!subset.ok()) return subset.status();
+    Trial unused;
+    return Measure(model_path, *original, samples, **subset, options, &unused);
+  };
+  // Memory first. Over bounds, the batched forms (group rules: they stack inputs and parameters)
+  // are all left out, then added back one at a time, in load order, where the set stays within
+  // bounds and gets faster. (Peaks do not add up: when two rules each stack a large tensor,
+  // leaving out either alone does not lower the peak, so removing rules one by one can stall.)
+  if (excess(*best) > 0) {
+    std::vector<std::string> batching;
+    for (const std::string& name : best->fired) {
+      for (size_t i = 0; i < rules.size(); ++i) {
+        if (rules.rule(i).name == name && rules.rule(i).is_group) batching.push_back(name);
+      }
+    }
+    auto base = measure_without(batching);
+    if (!base.ok()) return base.status();
+    sel.log.push_back(absl::StrFormat("memory: without the batching rules (%s): %s",
+                                      absl::StrJoin(batching, ", "), describe(*base)));
+    dropped = batching;
+    best = base;
+    for (const std::string& name : batching) {
+      if (excess(*best) > 0) break;  // over even without any batching: nothing to add back
+      std::vector<std::string> trial_drop;
+      for (const std::string& d : dropped) {
+        if (d != name) trial_drop.push_back(d);
+      }
+      auto t = measure_without(trial_drop);
+      if (!t.ok()) return t.status();
+      sel.log.push_back(absl::StrFormat("memory: with %s back: %s", name, describe(*t)));
+      if (excess(*t) == 0 && t->ms < best->ms * (1.0 - options.margin)) {
+        dropped = trial_drop;
+        best = t;
+      }
+    }
+  }
+  // Then speed: leave out each remaining rule that fired, keeping what is faster and in bounds.
   for (const std::string& name : std::vector<std::string>(best->fired)) {
     std::vector<std::string> trial_drop = dropped;
     trial_drop.push_back(name);
-    auto subset = rules.Filter("", WithoutRegex(trial_drop));
-    if (!subset.ok()) return subset.status();
-    Trial o;
-    auto t = Measure(model_path, *original, samples, **subset, options, &o);
+    auto t = measure_without(trial_drop);
     if (!t.ok()) return t.status();
-    sel.log.push_back(absl::StrFormat("without %s: %.3f ms (best so far %.3f ms)", name, t->ms, best->ms));
-    if (t->ms < best->ms * (1.0 - options.margin)) {
+    sel.log.push_back(absl::StrFormat("without %s: %s (best so far %s)", name, describe(*t), describe(*best)));
+    if (t->ms < best->ms * (1.0 - options.margin) && excess(*t) <= excess(*best)) {
       dropped = trial_drop;
       best = t;
     }
@@ -99,12 +160,22 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   sel.dropped = dropped;
   sel.optimized_ms = best->ms;
   sel.optimized_forward_ms = best->forward_ms;
+  sel.optimized_peak_bytes = best->peak;
+  sel.optimized_forward_peak_bytes = best->forward_peak;
+  sel.within_memory = excess(*best) == 0;
   sel.faster = best->ms < orig_ms * (1.0 - options.margin) && !best->fired.empty();
   if (options.training && options.inference_too &&
       best->forward_ms > orig.forward_ms * (1.0 + options.margin)) {
     sel.faster = false;  // faster to train, slower to serve: not published
     sel.log.push_back(absl::StrFormat("forward slower with the selection: %.3f ms vs %.3f ms",
                                       best->forward_ms, orig.forward_ms));
+  }
+  if (!sel.within_memory) {
+    sel.faster = false;  // faster, but needs more memory: not published
+    sel.log.push_back(absl::StrFormat("peak memory higher with the selection: %.1f MiB vs %.1f MiB "
+                                      "(forward %.1f vs %.1f MiB)",
+                                      mib(best->peak), mib(orig.peak), mib(best->forward_peak),
+                                      mib(orig.forward_peak)));
   }
   sel.rules = *chosen;
   return sel;

@@ -7,6 +7,14 @@
 // the model is faster without it (by more than the noise margin). When even the best set is not
 // faster than the original, the selection is empty and the caller publishes the original.
 //
+// Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
+// original's (the training step's; with inference_too the forward's as well), by more than
+// memory_margin, is not acceptable however fast. When the whole set is over, the batching
+// (group) rules that fired are left out and added back one at a time, in load order, where the
+// set stays within bounds and gets faster; the greedy pass for speed then only accepts sets
+// within bounds. When no set is within bounds, the selection is not `faster` and the caller
+// publishes the original.
+//
 //   auto sel = SelectRulesByMeasurement(model_path, samples, *rules, options);
 //   // sel->rules: the subset to apply; sel->log: one line per measurement
 #ifndef SENTIER_RUNTIME_COST_SELECTION_H_
@@ -31,6 +39,8 @@ struct CostOptions {
   double margin = 0.02;         // a change must win by more than this fraction
   bool verify_each = true;      // check every measured set for equivalence (else only time
                                 // them; the caller must then validate the final artifact)
+  double memory_margin = 0.01;  // peak step memory may exceed the original's by this fraction;
+                                // negative: peak memory is not weighed
 };
 
 struct CostSelection {
@@ -39,7 +49,11 @@ struct CostSelection {
   double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set
   double original_forward_ms = 0.0, optimized_forward_ms = 0.0;
-  std::vector<std::string> dropped;      // rules dropped because the model was faster without
+  // Peak bytes of one step (training step, or forward without training) and of one forward.
+  int64_t original_peak_bytes = -1, optimized_peak_bytes = -1;
+  int64_t original_forward_peak_bytes = -1, optimized_forward_peak_bytes = -1;
+  bool within_memory = true;             // the selected set's peaks are within memory_margin
+  std::vector<std::string> dropped;      // rules dropped (slower with them, or over in memory)
   std::vector<std::string> log;          // one line per measurement
 };
 

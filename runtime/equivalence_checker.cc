@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <stdexcept>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/cuda_kernels.h"
 #include "runtime/graph_runner.h"
+#include "runtime/step_memory.h"
 
 namespace sentier {
 namespace {
@@ -150,9 +152,16 @@ std::vector<c10::IValue> RandomLike(const std::vector<c10::IValue>& samples, at:
 }
 
 // Median time of one step: a forward (no grad), or with `training` a forward and a backward of
-// the sum of the outputs. On CUDA the device is synchronized around each step.
-double MedianStepMs(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
-                    c10::ScalarType dtype, const c10::Device& device, bool training) {
+// the sum of the outputs. On CUDA the device is synchronized around each step. After the timed
+// steps, one more step runs under PeakStepBytes (its gradients accumulate into the ones the
+// timed steps left, as every step's do).
+struct StepMeasure {
+  double median_ms = -1.0;
+  int64_t peak_bytes = -1;
+};
+
+StepMeasure MeasureStep(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
+                        c10::ScalarType dtype, const c10::Device& device, bool training) {
   c10::AutoGradMode grad_mode(training);
   torch::jit::Module copy = m.clone();
   copy.to(device);
@@ -163,10 +172,7 @@ double MedianStepMs(const torch::jit::Module& m, const std::vector<c10::IValue>&
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
-  std::vector<double> ms;
-  for (int i = 0; i < 23; ++i) {
-    sync();
-    auto start = std::chrono::steady_clock::now();
+  auto step = [&] {
     c10::IValue out = copy.forward(in);
     if (training) {
       Named outs;
@@ -177,13 +183,24 @@ double MedianStepMs(const torch::jit::Module& m, const std::vector<c10::IValue>&
       }
       if (loss.defined()) loss.backward();
     }
+  };
+  std::vector<double> ms;
+  for (int i = 0; i < 23; ++i) {
+    sync();
+    auto start = std::chrono::steady_clock::now();
+    step();
     sync();
     if (i >= 3) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
   }
   std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  StepMeasure r;
+  r.median_ms = ms[ms.size() / 2];
+  auto peak = PeakStepBytes(device, step);
+  if (!peak.ok()) throw std::runtime_error(std::string(peak.status().message()));
+  r.peak_bytes = *peak;
+  return r;
 }
 
 }  // namespace
@@ -212,11 +229,20 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   // Median step times of both models (forward; training step too in training mode).
   auto time_both = [&]() -> absl::Status {
     try {
-      report.reference_ms = MedianStepMs(reference, samples, options_.dtype, device, false);
-      report.candidate_ms = MedianStepMs(candidate, samples, options_.dtype, device, false);
+      auto forward = [&](const torch::jit::Module& m, double* ms, int64_t* peak) {
+        StepMeasure s = MeasureStep(m, samples, options_.dtype, device, false);
+        *ms = s.median_ms;
+        *peak = s.peak_bytes;
+      };
+      forward(reference, &report.reference_ms, &report.reference_peak_bytes);
+      forward(candidate, &report.candidate_ms, &report.candidate_peak_bytes);
       if (training) {
-        report.reference_train_ms = MedianStepMs(reference, samples, options_.dtype, device, true);
-        report.candidate_train_ms = MedianStepMs(candidate, samples, options_.dtype, device, true);
+        StepMeasure r = MeasureStep(reference, samples, options_.dtype, device, true);
+        StepMeasure c = MeasureStep(candidate, samples, options_.dtype, device, true);
+        report.reference_train_ms = r.median_ms;
+        report.candidate_train_ms = c.median_ms;
+        report.reference_train_peak_bytes = r.peak_bytes;
+        report.candidate_train_peak_bytes = c.peak_bytes;
       }
     } catch (const std::exception& e) {
       std::string what = e.what();

@@ -37,7 +37,7 @@ struct CheckOptions {
   int trials = 3;                   // sample inputs + (trials - 1) random sets, plus batch x2
   uint64_t seed = 0;
   double factor = 4.0;              // candidate error may be this many times the reference's
-  bool time = false;                // median forward time of each model
+  bool time = false;                // median step time and peak step memory of each model
   bool timing_only = false;         // only time both models (no comparison, no counts): the
                                     // report says nothing about equivalence
 };
@@ -65,6 +65,12 @@ struct CheckReport {
   double candidate_ms = -1.0;
   double reference_train_ms = -1.0;  // median forward + backward time (training mode)
   double candidate_train_ms = -1.0;
+  // Peak bytes one step allocates beyond what was allocated before it (with --time; see
+  // runtime/step_memory.h): a forward, and in training mode a forward + backward.
+  int64_t reference_peak_bytes = -1;
+  int64_t candidate_peak_bytes = -1;
+  int64_t reference_train_peak_bytes = -1;
+  int64_t candidate_train_peak_bytes = -1;
   // CUDA kernels per forward and per training step (Kineto; CUDA builds and devices only).
   int64_t cuda_kernels_forward_reference = -1;
   int64_t cuda_kernels_forward_candidate = -1;

@@ -19,6 +19,7 @@
 #include <torch/cuda.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
 
@@ -31,8 +32,8 @@ DEFINE_string(dtype, "float32", "float32 or bfloat16: floating inputs and parame
 DEFINE_int32(trials, 3, "sample inputs plus trials-1 random input sets (plus one at batch x2)");
 DEFINE_uint64(seed, 0, "seed for random inputs and projections");
 DEFINE_bool(time, false,
-            "also time both models (median step, device synchronized); on by default when the "
-            "device is CUDA");
+            "also time both models (median step, device synchronized) and measure the peak "
+            "memory of one step; on by default when the device is CUDA");
 DEFINE_string(report, "", "write a JSON report here");
 
 namespace {
@@ -108,6 +109,15 @@ int Run() {
     std::cout << "; training step " << report->reference_train_ms << " ms -> "
               << report->candidate_train_ms << " ms";
   }
+  auto mib = [](int64_t bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 * 1024.0)); };
+  if (report->reference_peak_bytes >= 0) {
+    std::cout << "; peak MiB per forward " << mib(report->reference_peak_bytes) << " -> "
+              << mib(report->candidate_peak_bytes);
+  }
+  if (report->reference_train_peak_bytes >= 0) {
+    std::cout << ", per training step " << mib(report->reference_train_peak_bytes) << " -> "
+              << mib(report->candidate_train_peak_bytes);
+  }
   std::cout << "\n";
   if (!report->equivalent) std::cout << "sentier_check: " << report->first_failure << "\n";
   if (!FLAGS_report.empty()) {
@@ -132,6 +142,15 @@ int Run() {
     if (report->reference_train_ms >= 0) {
       j["training_step_ms"] = {{"reference", report->reference_train_ms},
                                {"candidate", report->candidate_train_ms}};
+    }
+    // Peak bytes a step allocates beyond what was allocated before it (runtime/step_memory.h).
+    if (report->reference_peak_bytes >= 0) {
+      j["peak_bytes_per_forward"] = {{"reference", report->reference_peak_bytes},
+                                     {"candidate", report->candidate_peak_bytes}};
+    }
+    if (report->reference_train_peak_bytes >= 0) {
+      j["peak_bytes_per_training_step"] = {{"reference", report->reference_train_peak_bytes},
+                                           {"candidate", report->candidate_train_peak_bytes}};
     }
     j["checks"] = nlohmann::json::array();
     for (const auto& f : report->findings) {

@@ -45,8 +45,12 @@ DEFINE_bool(list_rules, false, "print the loaded rules (name<TAB>family<TAB>file
 DEFINE_bool(list_functions, false, "print the rule language's functions and builtins and exit");
 DEFINE_string(cost, "none",
               "none: apply every rule that matches; measure: time the result on --device and keep "
-              "only rewrites that make it faster (needs --inputs); when nothing pays, the output "
-              "is the original model");
+              "only rewrites that make it faster without raising the step's peak memory by more "
+              "than --memory_margin (needs --inputs); when nothing pays, the output is the "
+              "original model");
+DEFINE_double(memory_margin, 0.01,
+              "with --cost=measure: how much (a fraction of the original's) the peak memory of a "
+              "step may grow; negative: peak memory is not weighed");
 DEFINE_string(device, "auto", "with --cost=measure: auto (CUDA when available), cpu or cuda");
 DEFINE_string(mode, "training", "with --cost=measure: time a training step or an inference forward");
 
@@ -133,6 +137,7 @@ int Run() {
       return Fail(kBadInput, "--mode must be training or inference");
     }
     copts.training = FLAGS_mode == "training";
+    copts.memory_margin = FLAGS_memory_margin;
     std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());
     auto sel = sentier::SelectRulesByMeasurement(FLAGS_input, plain, **rules, copts);
     if (!sel.ok()) return Fail(kInternal, absl::StrCat("--cost=measure: ", sel.status().message()));
@@ -146,9 +151,13 @@ int Run() {
       absl::Status st = sentier::WriteFileAtomically(FLAGS_output, *bytes);
       if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
       std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output
-                << ": unchanged: no rewrite made it faster ("
-                << absl::StrFormat("%.3f ms optimized vs %.3f ms original", selection.optimized_ms,
-                                   selection.original_ms)
+                << (selection.within_memory
+                        ? ": unchanged: no rewrite made it faster ("
+                        : ": unchanged: no faster set of rewrites kept peak memory within bounds (")
+                << absl::StrFormat("%.3f ms optimized vs %.3f ms original, peak %.1f vs %.1f MiB",
+                                   selection.optimized_ms, selection.original_ms,
+                                   selection.optimized_peak_bytes / 1048576.0,
+                                   selection.original_peak_bytes / 1048576.0)
                 << " per " << FLAGS_mode << " step on " << copts.device << ")\n";
       if (!FLAGS_report.empty()) {
         nlohmann::json j;
@@ -162,6 +171,9 @@ int Run() {
                      {"device", copts.device},
                      {"original_ms", selection.original_ms},
                      {"optimized_ms", selection.optimized_ms},
+                     {"original_peak_bytes", selection.original_peak_bytes},
+                     {"optimized_peak_bytes", selection.optimized_peak_bytes},
+                     {"within_memory", selection.within_memory},
                      {"faster", false},
                      {"log", selection.log}};
         absl::Status rs = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
@@ -254,6 +266,9 @@ int Run() {
       j["cost"] = {{"mode", FLAGS_mode},
                    {"original_ms", selection.original_ms},
                    {"optimized_ms", selection.optimized_ms},
+                   {"original_peak_bytes", selection.original_peak_bytes},
+                   {"optimized_peak_bytes", selection.optimized_peak_bytes},
+                   {"within_memory", selection.within_memory},
                    {"faster", selection.faster},
                    {"dropped_rules", selection.dropped},
                    {"log", selection.log}};

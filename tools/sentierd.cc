@@ -103,6 +103,9 @@ DEFINE_bool(once, false, "process everything pending, print a per-model summary,
 DEFINE_int32(workers, 1, "job processes run at the same time");
 DEFINE_string(device, "auto", "auto|cpu|cuda");
 DEFINE_string(mode, "both", "validation mode: inference|training|both");
+DEFINE_double(memory_margin, 0.01,
+              "on cuda: an optimized model whose timed step needs more peak memory than the "
+              "original's by more than this fraction is not published (negative: not weighed)");
 DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
 DEFINE_int32(metrics_port, 0, "serve /metrics and /healthz on this port (0: off)");
 DEFINE_string(shard, "", "i/n: only models whose name hashes to shard i of n");
@@ -394,7 +397,8 @@ void Daemon::Dispatch(Job job) {
       "sentierd", "--job", absl::StrCat("--job_model=", v.model),
       absl::StrCat("--job_version=", v.version), absl::StrCat("--job_source=", v.dir),
       absl::StrCat("--job_stage=", *stage), absl::StrCat("--job_rules=", rules_->dir()),
-      absl::StrCat("--mode=", FLAGS_mode), absl::StrCat("--job_device=", ResolvedDevice())};
+      absl::StrCat("--mode=", FLAGS_mode), absl::StrCat("--job_device=", ResolvedDevice()),
+      absl::StrCat("--memory_margin=", FLAGS_memory_margin)};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -830,6 +834,7 @@ int main(int argc, char** argv) {
     spec.stage_dir = FLAGS_job_stage;
     spec.rules_dir = FLAGS_job_rules;
     spec.device = FLAGS_job_device;
+    spec.memory_margin = FLAGS_memory_margin;
     spec.mode = FLAGS_mode;
     return sentier::RunOptimizeJob(spec);
   }

@@ -217,17 +217,30 @@ int RunOptimizeJob(const JobSpec& spec) {
         bool training = check.training;
         double ref_ms = training ? gpu->reference_train_ms : gpu->reference_ms;
         double cand_ms = training ? gpu->candidate_train_ms : gpu->candidate_ms;
+        int64_t ref_peak = training ? gpu->reference_train_peak_bytes : gpu->reference_peak_bytes;
+        int64_t cand_peak = training ? gpu->candidate_train_peak_bytes : gpu->candidate_peak_bytes;
+        const char* step = training ? "training step" : "forward";
         val["cuda"] = {{"result", "outputs and gradients match"},
                        {training ? "training_step_ms" : "forward_ms",
-                        {{"reference", ref_ms}, {"candidate", cand_ms}}}};
+                        {{"reference", ref_ms}, {"candidate", cand_ms}}},
+                       {training ? "training_step_peak_bytes" : "forward_peak_bytes",
+                        {{"reference", ref_peak}, {"candidate", cand_peak}}}};
+        std::string kept_because;
         if (!(cand_ms < ref_ms)) {
+          kept_because = absl::StrFormat("The optimized model was not faster on the GPU (%.3f ms vs %.3f ms per %s)",
+                                         cand_ms, ref_ms, step);
+        } else if (spec.memory_margin >= 0 &&
+                   static_cast<double>(cand_peak) > static_cast<double>(ref_peak) * (1.0 + spec.memory_margin)) {
+          kept_because = absl::StrFormat(
+              "The optimized model needed more peak GPU memory (%.1f MiB vs %.1f MiB per %s, more "
+              "than the %.0f%% allowed)",
+              cand_peak / 1048576.0, ref_peak / 1048576.0, step, spec.memory_margin * 100);
+        }
+        if (!kept_because.empty()) {
           absl::Status copied = CopyOriginal(model_path, out_path);
           if (!copied.ok()) return OutputFailed(spec, copied.message());
           j["status"] = "unchanged";
-          j["reason"] = absl::StrFormat(
-              "The optimized model was not faster on the GPU (%.3f ms vs %.3f ms per %s), so "
-              "the artifact is the original.",
-              cand_ms, ref_ms, training ? "training step" : "forward");
+          j["reason"] = absl::StrCat(kept_because, ", so the artifact is the original.");
         }
       }
       timings["validate"] = MsSince(t2);

@@ -24,9 +24,11 @@ struct JobSpec {
   std::string rules_dir;   // snapshot of the rule set to use
   std::string mode = "both";  // inference | training | both
   // cpu: validate on CPU. cuda: also validate on the GPU (EquivalenceChecker) and time both
-  // models there; an optimized model that is not faster is not published (status unchanged,
+  // models there; an optimized model that is not faster, or whose timed step needs more peak
+  // memory than the original's by more than memory_margin, is not published (status unchanged,
   // the artifact is the original).
   std::string device = "cpu";
+  double memory_margin = 0.01;  // negative: peak memory is not weighed
 };
 
 // kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or

@@ -1,0 +1,101 @@
+// cost_selection_test.cc — the gate keeps peak memory within bounds: a batched form that needs
+// more memory than the original (stacked copies of wide weights at a small batch) is dropped,
+// and the original is kept, however the timings fall.
+#include "runtime/cost_selection.h"
+
+#include <cstdlib>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "runtime/equivalence_checker.h"
+#include "runtime/model_io.h"
+
+namespace sentier {
+namespace {
+
+// Four towers on pieces of one input, each widening 16 -> 512: batch_linear stacks the four
+// 512x16 weights (and their gradients) at every step, which at batch 4 is far more than the
+// activations the original keeps.
+constexpr char kTowers[] = R"TS(
+def forward(self, x):
+    a, b, c, d = torch.split(x, [16, 16, 16, 16], 1)
+    return torch.cat([torch.linear(a, self.w0, self.b0), torch.linear(b, self.w1, self.b1),
+                      torch.linear(c, self.w2, self.b2), torch.linear(d, self.w3, self.b3)], 1)
+)TS";
+
+class CostSelectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    at::Generator gen = at::detail::createCPUGenerator(3);
+    torch::jit::Module m("Towers");
+    for (int i = 0; i < 4; ++i) {
+      m.register_parameter("w" + std::to_string(i), at::randn({512, 16}, gen), false);
+      m.register_parameter("b" + std::to_string(i), at::randn({512}, gen), false);
+    }
+    m.define(kTowers);
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    path_ = std::string(tmp ? tmp : "/tmp") + "/cost_selection_towers.pt";
+    m.save(path_);
+    reference_ = m;
+    samples_ = {at::randn({4, 64}, gen)};
+    auto rules = LoadRules({DefaultRulesDir()});
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    rules_ = *rules;
+  }
+
+  static bool LogHas(const CostSelection& sel, const std::string& text) {
+    for (const std::string& line : sel.log) {
+      if (absl::StrContains(line, text)) return true;
+    }
+    return false;
+  }
+
+  std::string path_;
+  torch::jit::Module reference_{"Unset"};
+  std::vector<c10::IValue> samples_;
+  std::shared_ptr<const RuleSet> rules_;
+};
+
+TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) {
+  CostOptions opts;  // training step, memory_margin 1%
+  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  std::string log = absl::StrJoin(sel->log, "\n");
+  SCOPED_TRACE(log);
+  EXPECT_GT(sel->original_peak_bytes, 0);
+  EXPECT_TRUE(LogHas(*sel, "memory: without the batching rules (batch_linear)"))
+      << "the full set was within bounds?";
+  EXPECT_TRUE(LogHas(*sel, "memory: with batch_linear back"));
+  EXPECT_NE(std::find(sel->dropped.begin(), sel->dropped.end(), "batch_linear"), sel->dropped.end());
+  EXPECT_TRUE(sel->within_memory);
+  EXPECT_LE(sel->optimized_peak_bytes, sel->original_peak_bytes * 101 / 100);
+  // Nothing else fires on this model, so nothing is left to publish.
+  EXPECT_FALSE(sel->faster);
+}
+
+TEST_F(CostSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemory) {
+  CostOptions opts;
+  opts.memory_margin = -1;
+  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  EXPECT_FALSE(LogHas(*sel, "memory:"));
+  EXPECT_TRUE(sel->within_memory);
+}
+
+TEST_F(CostSelectionTest, CheckerReportsEqualPeaksForOneModelAndMoreForTraining) {
+  CheckOptions check;
+  check.time = true;
+  check.timing_only = true;
+  auto r = EquivalenceChecker(check).Check(reference_, reference_, samples_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->reference_peak_bytes, r->candidate_peak_bytes);  // the same model, the same peak
+  EXPECT_EQ(r->reference_train_peak_bytes, r->candidate_train_peak_bytes);
+  EXPECT_GT(r->reference_train_peak_bytes, r->reference_peak_bytes);  // gradients on top
+}
+
+}  // namespace
+}  // namespace sentier
