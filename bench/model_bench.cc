@@ -289,6 +289,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
     auto sel = SelectRulesByMeasurement(orig_path, bm.inputs(p->batch), rules, cost);
     p->gate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
     if (!sel.ok()) throw std::runtime_error(std::string(sel.status().message()));
+    for (const std::string& line : sel->log) std::fprintf(stderr, "  gate %s: %s\n", p->name.c_str(), line.c_str());
     if (!sel->faster) {
       auto empty = rules.Filter("^$", "");
       if (!empty.ok()) throw std::runtime_error(std::string(empty.status().message()));
