@@ -51,7 +51,7 @@ TEST(StepMemoryTest, BackwardAllocationsAreCounted) {
   at::Tensor w = at::randn({256, 256}).requires_grad_(true);
   at::Tensor x = at::randn({1024, 256});
   auto forward_only = PeakStepBytes(c10::Device(c10::kCPU), [&] {
-    at::NoGradGuard no_grad;
+    c10::AutoGradMode no_grad(false);
     (void)at::mm(x, w).sum();
   });
   auto with_backward = PeakStepBytes(c10::Device(c10::kCPU), [&] { at::mm(x, w).sum().backward(); });
