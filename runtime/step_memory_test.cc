@@ -2,6 +2,7 @@
 #include "runtime/step_memory.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/cuda.h>
 
 #include "gtest/gtest.h"
