@@ -10,6 +10,7 @@
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 #ifdef SENTIER_WITH_CUDA
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/cuda.h>
 #endif
@@ -68,6 +69,9 @@ absl::StatusOr<int64_t> PeakStepBytes(const c10::Device& device, const std::func
 #ifdef SENTIER_WITH_CUDA
     if (device.is_cuda()) {
       c10::DeviceIndex index = device.has_index() ? device.index() : 0;
+      // The allocator's statistics exist once it has served the device ("invalid device
+      // argument" before that): one tiny allocation first.
+      (void)at::empty({1}, at::TensorOptions().device(c10::Device(c10::kCUDA, index)));
       torch::cuda::synchronize(index);
       int64_t before = c10::cuda::CUDACachingAllocator::getDeviceStats(index).allocated_bytes[0].current;
       c10::cuda::CUDACachingAllocator::resetPeakStats(index);
