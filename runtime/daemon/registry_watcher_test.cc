@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "runtime/daemon/fs_util.h"
 
 namespace sentier {
 namespace {
@@ -22,7 +23,9 @@ class RegistryWatcherTest : public ::testing::Test {
     base_ = fs::path(::testing::TempDir()) /
             (std::string("watcher_") +
              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base_);
+    // RemoveTree, not fs::remove_all: an executable that links pip LibTorch 2.x can bind to
+    // that library's own copy of the latter, which crashes on a non-empty tree.
+    ASSERT_TRUE(RemoveTree(base_.string()).ok());
     root_ = base_ / "reg";
     fs::create_directories(root_);
   }
@@ -214,7 +217,7 @@ TEST_F(RegistryWatcherTest, UnreadableRootIsAnError) {
   o.root = (base_ / "nope").string();
   EXPECT_FALSE(RegistryWatcher::Create(o).ok());
   auto w = Make();
-  fs::remove_all(root_);
+  ASSERT_TRUE(RemoveTree(root_.string()).ok());
   EXPECT_FALSE(w->PollOnce().ok());
 }
 
