@@ -100,10 +100,12 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     return e;
   };
   auto describe = [&](const Trial& t) {
+    if (options.training && options.inference_too) {
+      return absl::StrFormat("%.3f ms, peak %.1f MiB (forward %.1f MiB)", t.ms, mib(t.peak), mib(t.forward_peak));
+    }
     return absl::StrFormat("%.3f ms, peak %.1f MiB", t.ms, mib(t.peak));
   };
-  sel.log.push_back(absl::StrFormat("all rules: %s (original %.3f ms, peak %.1f MiB)", describe(*best),
-                                    orig_ms, mib(orig.peak)));
+  sel.log.push_back(absl::StrFormat("all rules: %s (original %s)", describe(*best), describe(orig)));
   std::vector<std::string> dropped;
   auto measure_without = [&](const std::vector<std::string>& names) -> absl::StatusOr<Trial> {
     auto subset = rules.Filter("", WithoutRegex(names));
