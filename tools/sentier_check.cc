@@ -109,9 +109,12 @@ int Run() {
     std::cout << "; training step " << report->reference_train_ms << " ms -> "
               << report->candidate_train_ms << " ms";
   }
-  auto mib = [](int64_t bytes) { return absl::StrFormat("%.1f", bytes / (1024.0 * 1024.0)); };
+  auto mib = [](int64_t bytes) {
+    return bytes < (1 << 20) ? absl::StrFormat("%.1f KiB", bytes / 1024.0)
+                             : absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024.0));
+  };
   if (report->reference_peak_bytes >= 0) {
-    std::cout << "; peak MiB per forward " << mib(report->reference_peak_bytes) << " -> "
+    std::cout << "; peak memory per forward " << mib(report->reference_peak_bytes) << " -> "
               << mib(report->candidate_peak_bytes);
   }
   if (report->reference_train_peak_bytes >= 0) {

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# sentier_opt_cli_test.sh — the command-line contract of sentier_opt: exit codes, messages that
-# name the bad file (file:line:col for rules), no partial outputs, and the JSON report.
+# sentier_opt_cli_test.sh — the command-line contract of sentier_opt and sentier_check: exit
+# codes, messages that name the bad file (file:line:col for rules), no partial outputs, and the
+# JSON reports.
 set -u
 RUN="${TEST_SRCDIR}/sentier"
 OPT="$RUN/tools/sentier_opt"
 MAKE="$RUN/tools/make_example_model"
+CHECK="$RUN/tools/sentier_check"
+PLANTED="$RUN/testdata/planted"
 RULES="$RUN/patterns"
 T="${TEST_TMPDIR:-$(mktemp -d)}"
 fails=0
@@ -77,6 +80,21 @@ printf 'graph(%%x : Float(2, 3)):\n  %%y : Tensor = aten::relu(%%x)\n  return (%
 check ir_to_pt 2 "needs a .pt input" -- "$OPT" --input="$T/ok.ir" --output="$T/x.pt" --rules="$RULES"
 check ir_to_ir 0 "rewrites" -- "$OPT" --input="$T/ok.ir" --output="$T/ok.out.ir" --rules="$RULES"
 check bad_enable 2 "bad --enable regex" -- "$OPT" --list_rules --rules="$RULES" --enable='('
+
+# sentier_check: 0 equivalent (with --time: step times and peak memory in the report), 1 not
+# equivalent (a planted wrong rule: relu dropped), 2 bad input.
+check check_equivalent 0 "^sentier_check: equivalent .*peak memory per forward .* per training step" -- \
+  "$CHECK" --reference="$T/model.pt" --candidate="$T/opt.pt" --inputs="$T/inputs.pt" --device=cpu --trials=1 --time --report="$T/check.json"
+for key in peak_bytes_per_forward peak_bytes_per_training_step training_step_ms '"equivalent": true'; do
+  grep -q "$key" "$T/check.json" || { echo "FAIL check report lacks $key"; cat "$T/check.json"; fails=$((fails + 1)); }
+done
+check planted_drop_relu 0 "planted_drop_relu" -- "$OPT" --input="$T/model.pt" --output="$T/planted.pt" --inputs="$T/inputs.pt" --rules="$PLANTED/drop_relu.rules"
+check check_not_equivalent 1 "output\[0\] differs on samples inputs" -- \
+  "$CHECK" --reference="$T/model.pt" --candidate="$T/planted.pt" --inputs="$T/inputs.pt" --device=cpu --trials=1
+check check_bad_inputs 2 "random\.pt.*not a well-formed archive" -- \
+  "$CHECK" --reference="$T/model.pt" --candidate="$T/opt.pt" --inputs="$T/random.pt" --device=cpu
+check check_missing_candidate 2 "nope\.pt" -- \
+  "$CHECK" --reference="$T/model.pt" --candidate="$T/nope.pt" --inputs="$T/inputs.pt" --device=cpu
 
 echo "$passes passed, $fails failed"
 (( fails == 0 ))
