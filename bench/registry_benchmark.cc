@@ -14,7 +14,7 @@
 #include <benchmark/benchmark.h>
 
 #include "runtime/daemon/daemon_state.h"
-#include "runtime/daemon/fs_util.h"
+#include "runtime/file_util.h"
 #include "runtime/daemon/job_planner.h"
 #include "runtime/daemon/registry_watcher.h"
 
@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 std::string MakeRegistry(int models) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   fs::path root = fs::path(tmp != nullptr ? tmp : "/tmp") / ("sentier_registry_bench_" + std::to_string(models));
-  if (!RemoveTree(root.string()).ok()) std::abort();  // not fs::remove_all: see fs_util.cc
+  if (!RemoveTree(root.string()).ok()) std::abort();  // not fs::remove_all: see file_util.cc
   std::string model_bytes(64 << 10, 'm'), input_bytes(4 << 10, 'i');
   for (int m = 0; m < models; ++m) {
     for (int v = 1; v <= 3; ++v) {

@@ -20,7 +20,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "passes/digest.h"
 #include "runtime/archive_check.h"
 #include "passes/rule_parser.h"
 
@@ -38,37 +37,6 @@ std::string DirName(const std::string& path) {
 
 absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
-}
-
-absl::Status FsyncPath(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return ErrnoError("cannot open", path);
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoError("cannot fsync", path);
-  return absl::OkStatus();
-}
-
-std::string TempPathFor(const std::string& path) {
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return absl::StrCat(dir, ".", base, ".tmp-", ::getpid());
-}
-
-// Publishes `tmp` as `path`: fsync, rename, fsync the directory.
-absl::Status Publish(const std::string& tmp, const std::string& path) {
-  absl::Status st = FsyncPath(tmp, false);
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    absl::Status err = ErrnoError("cannot rename into", path);
-    ::unlink(tmp.c_str());
-    return err;
-  }
-  return FsyncPath(DirName(path), true);
 }
 
 absl::Status CheckReadableFile(const std::string& path) {
@@ -114,44 +82,7 @@ absl::StatusOr<std::string> ReadCheckedArchive(const std::string& path, const ch
 }
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError("cannot read", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return ErrnoError("cannot read", path);
-  return ss.str();
-}
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string tmp = TempPathFor(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp);
-  size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status err = ErrnoError("cannot write", tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return err;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    absl::Status err = ErrnoError("cannot write", tmp);
-    ::unlink(tmp.c_str());
-    return err;
-  }
-  return Publish(tmp, path);
-}
-
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
-  auto data = ReadFile(path);
-  if (!data.ok()) return data.status();
-  return Sha256Hex(*data);
-}
 
 absl::StatusOr<Model> LoadModel(const std::string& path) {
   absl::Status readable = CheckReadableFile(path);

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "passes/rule_set.h"
+#include "runtime/file_util.h"  // ReadFile, WriteFileAtomically, Sha256OfFile
 
 namespace sentier {
 
@@ -54,10 +55,6 @@ absl::StatusOr<std::shared_ptr<const RuleSet>> LoadRules(const std::vector<std::
 // under the current directory; overridden by $SENTIER_RULES_DIR.
 std::string DefaultRulesDir();
 
-// ReadFile / WriteFileAtomically / Sha256OfFile.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
-absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
 
 // GraphToDot: a Graphviz rendering of a graph (top-level nodes; nested blocks as one node).
 std::string GraphToDot(const torch::jit::Graph& graph);

@@ -55,7 +55,7 @@ printf 'graph(%%x : Float(2, 3)):\n  %%y : Tensor = aten::relu(%%x\n' >"$T/broke
 check broken_ir 2 "broken\.ir" -- "$OPT" --input="$T/broken.ir" --output="$T/bad_out.ir" --rules="$RULES"
 check bad_samples 2 "random\.pt" -- "$OPT" --input="$T/model.pt" --output="$T/bad_out.pt" --inputs="$T/random.pt" --rules="$RULES"
 [[ -e "$T/bad_out.pt" || -e "$T/bad_out.ir" ]] && { echo "FAIL partial output left behind"; fails=$((fails + 1)); }
-ls "$T" | grep -q '\.tmp-' && { echo "FAIL temp file left behind"; fails=$((fails + 1)); }
+ls -A "$T" | grep -q '^\.tmp-' && { echo "FAIL temp file left behind"; fails=$((fails + 1)); }
 
 # Bad rule files: file:line:col, exit 2.
 printf 'rule r1\n  family vertical\n  description d\n  match\n    %%y = aten::catt(%%l, $d)\n  rewrite\n    replace %%y with %%l\nend\n' >"$T/unknown_op.rules"

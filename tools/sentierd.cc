@@ -89,7 +89,7 @@
 #include "absl/strings/str_split.h"
 #include "passes/digest.h"
 #include "runtime/daemon/daemon_state.h"
-#include "runtime/daemon/fs_util.h"
+#include "runtime/file_util.h"
 #include "runtime/daemon/job_planner.h"
 #include "runtime/daemon/optimize_job.h"
 #include "runtime/daemon/publisher.h"
@@ -246,7 +246,7 @@ class RulesTracker {
     std::filesystem::create_directories(tmp, ec);
     int i = 0;
     for (const std::string& f : Files()) {
-      auto text = ReadWholeFile(f);
+      auto text = ReadFile(f);
       if (!text.ok()) {
         LOG(ERROR) << "rules: " << text.status().message();
         return !fp_.empty();
@@ -350,7 +350,7 @@ void Daemon::Reconcile() {
     for (const auto& v : std::filesystem::directory_iterator(m.path(), ec)) {
       int64_t version = 0;
       if (!ParseVersionName(v.path().filename().string(), &version)) continue;
-      auto text = ReadWholeFile((v.path() / "report.json").string());
+      auto text = ReadFile((v.path() / "report.json").string());
       if (!text.ok()) continue;
       try {
         nlohmann::json r = nlohmann::json::parse(*text);
@@ -443,7 +443,7 @@ void Daemon::Finish(Running r, int wait_status) {
     return;
   }
   nlohmann::json report;
-  auto text = ReadWholeFile(r.stage + "/job.json");
+  auto text = ReadFile(r.stage + "/job.json");
   bool clean_exit = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
   if (r.timed_out) {
     report = {{"status", "rejected"},

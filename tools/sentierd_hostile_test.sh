@@ -69,7 +69,7 @@ for bad in "my model" "modèle" "$(printf 'bad\tname')"; do
   [[ ! -e "$O/$bad" ]] && ok "ignored name '$bad'" || fail "published '$bad'"
 done
 [[ ! -e "$O/good/01" ]] && ok "ignored version 01" || fail "published version 01"
-ls "$O" | grep -q '^\.tmp' && fail "temp dir left behind" || ok "no temp dirs"
+ls -A "$O" | grep -q '^\.tmp' && fail "temp dir left behind" || ok "no temp dirs"
 
 # 3. Zip-bomb-like archive: the first central directory entry of a real model.pt patched to
 # claim 4 GiB uncompressed while storing a few hundred bytes. Refused before LibTorch reads it.

@@ -4,12 +4,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/daemon/fs_util.h"
+#include "runtime/file_util.h"
 
 namespace sentier {
 
 absl::StatusOr<DaemonState> DaemonState::Load(const std::string& path) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadFile(path);
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) return DaemonState();
     return text.status();
@@ -23,7 +23,7 @@ absl::StatusOr<DaemonState> DaemonState::Load(const std::string& path) {
 }
 
 absl::Status DaemonState::Save(const std::string& path) const {
-  return WriteFileDurably(path, ToJson());
+  return WriteFileAtomically(path, ToJson());
 }
 
 std::string DaemonState::ToJson() const {

@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "passes/digest.h"
 #include "passes/optimizer.h"
-#include "runtime/daemon/fs_util.h"
+#include "runtime/file_util.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
@@ -109,9 +109,9 @@ int RunOptimizeJob(const JobSpec& spec) {
     const std::string model_path = spec.source_dir + "/model.pt";
     const std::string inputs_path = spec.source_dir + "/inputs.pt";
     auto t0 = Clock::now();
-    auto src_sha = Sha256OfFileHex(model_path);
+    auto src_sha = Sha256OfFile(model_path);
     if (src_sha.ok()) j["source_sha256"] = *src_sha;
-    auto in_sha = Sha256OfFileHex(inputs_path);
+    auto in_sha = Sha256OfFile(inputs_path);
     if (in_sha.ok()) j["inputs_sha256"] = *in_sha;
     auto rules = LoadRules({spec.rules_dir});
     if (!rules.ok()) return reject(absl::StrCat("rules failed to load: ", rules.status().message()));
@@ -246,7 +246,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       timings["validate"] = MsSince(t2);
       j["validation"] = val;
     }
-    auto art_sha = Sha256OfFileHex(out_path);
+    auto art_sha = Sha256OfFile(out_path);
     if (!art_sha.ok()) return OutputFailed(spec, art_sha.status().message());
     j["artifact_sha256"] = *art_sha;
     j["timings_ms"] = timings;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/daemon/fs_util.h"
+#include "runtime/file_util.h"
 
 namespace sentier {
 namespace {

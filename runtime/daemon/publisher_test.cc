@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "runtime/daemon/fs_util.h"
+#include "runtime/file_util.h"
 
 namespace sentier {
 namespace {
@@ -31,7 +31,7 @@ class PublisherTest : public ::testing::Test {
     EXPECT_TRUE(WriteFileSynced(*s + "/report.json", "{\"b\":\"" + body + "\"}").ok());
     return *s;
   }
-  std::string Read(const fs::path& p) { return ReadWholeFile(p.string()).value_or("<none>"); }
+  std::string Read(const fs::path& p) { return ReadFile(p.string()).value_or("<none>"); }
   std::vector<std::string> Temps() {
     std::vector<std::string> t;
     for (const auto& e : fs::directory_iterator(out_)) {

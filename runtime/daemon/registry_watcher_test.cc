@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "runtime/daemon/fs_util.h"
+#include "runtime/file_util.h"
 
 namespace sentier {
 namespace {

@@ -1,4 +1,5 @@
-#include "runtime/daemon/fs_util.h"
+// file_util.cc — shared file I/O (see the header).
+#include "runtime/file_util.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -18,7 +19,7 @@ namespace sentier {
 namespace {
 
 absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
+  return absl::ErrnoToStatus(errno, absl::StrCat(what, " '", path, "'"));
 }
 
 }  // namespace
@@ -46,7 +47,7 @@ absl::Status WriteFileSynced(const std::string& path, const std::string& content
   return absl::OkStatus();
 }
 
-absl::Status WriteFileDurably(const std::string& path, const std::string& contents) {
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
   std::filesystem::path p(path);
   std::string tmp = (p.parent_path() / absl::StrCat(".tmp-", p.filename().string(), "-",
                                                     ::getpid())).string();
@@ -64,14 +65,12 @@ absl::Status WriteFileDurably(const std::string& path, const std::string& conten
   return FsyncPath(dir.empty() ? "." : dir);
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("'", path, "' does not exist"));
-    return Errno("cannot read", path);
-  }
+  if (!in) return Errno("cannot read", path);
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) return Errno("cannot read", path);
   return ss.str();
 }
 
@@ -87,8 +86,8 @@ absl::Status FsyncPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Sha256OfFileHex(const std::string& path) {
-  auto bytes = ReadWholeFile(path);
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
+  auto bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();
   return Sha256Hex(*bytes);
 }

@@ -1,0 +1,36 @@
+// file_util.h — the file I/O every part of Sentier shares (POSIX, no torch headers): whole-file
+// reads, crash-safe writes, fsync, sha256 of a file, recursive removal.
+//
+//   absl::Status st = WriteFileAtomically("/out/report.json", text);  // complete or absent
+//   absl::StatusOr<std::string> bytes = ReadFile("/reg/ranker/3/model.pt");
+//
+// Errors name the file and carry the absl code of the errno (absl::ErrnoToStatus): NotFound for
+// a missing file, PermissionDenied, ResourceExhausted for a full disk, and so on.
+#ifndef SENTIER_RUNTIME_FILE_UTIL_H_
+#define SENTIER_RUNTIME_FILE_UTIL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sentier {
+
+// ReadFile: the bytes of `path`.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+// WriteFileSynced: creates/truncates `path`, writes `contents`, fsyncs the file.
+absl::Status WriteFileSynced(const std::string& path, const std::string& contents);
+// WriteFileAtomically: a temporary file beside `path`, fsynced, renamed over `path`, and the
+// directory fsynced: after a crash or a failed write the file is complete or absent (the
+// temporary file is removed on failure).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+// FsyncPath: fsync of a file or directory.
+absl::Status FsyncPath(const std::string& path);
+// Sha256OfFile: sha256 of the file's bytes, lowercase hex.
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
+// RemoveTree: recursive removal (symbolic links are removed, not followed); OK when absent.
+absl::Status RemoveTree(const std::string& path);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_FILE_UTIL_H_
