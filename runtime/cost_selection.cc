@@ -21,7 +21,8 @@ struct Trial {
   std::vector<std::string> fired;
 };
 
-// Optimizes a fresh copy with `rules` and times it against `original`.
+// Optimizes a fresh copy with `rules` and times it; the original is timed too when
+// `original_trial` is given (once per selection: its figures do not depend on the rules).
 absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& original,
                               const std::vector<c10::IValue>& samples, const RuleSet& rules,
                               const CostOptions& options, Trial* original_trial) {
@@ -37,6 +38,7 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   check.device = options.device;
   check.trials = 1;
   check.time = true;
+  check.time_reference = original_trial != nullptr;
   check.timing_only = !options.verify_each;
   check.inference = !options.training;
   check.training = options.training;
@@ -54,10 +56,12 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   t.forward_ms = r->candidate_ms;
   t.peak = options.training ? r->candidate_train_peak_bytes : r->candidate_peak_bytes;
   t.forward_peak = r->candidate_peak_bytes;
-  original_trial->ms = score(r->reference_train_ms, r->reference_ms);
-  original_trial->forward_ms = r->reference_ms;
-  original_trial->peak = options.training ? r->reference_train_peak_bytes : r->reference_peak_bytes;
-  original_trial->forward_peak = r->reference_peak_bytes;
+  if (original_trial != nullptr) {
+    original_trial->ms = score(r->reference_train_ms, r->reference_ms);
+    original_trial->forward_ms = r->reference_ms;
+    original_trial->peak = options.training ? r->reference_train_peak_bytes : r->reference_peak_bytes;
+    original_trial->forward_peak = r->reference_peak_bytes;
+  }
   for (const auto& [name, n] : report->stats.applications) {
     if (n > 0) t.fired.push_back(name);
   }
@@ -110,8 +114,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   auto measure_without = [&](const std::vector<std::string>& names) -> absl::StatusOr<Trial> {
     auto subset = rules.Filter("", WithoutRegex(names));
     if (!subset.ok()) return subset.status();
-    Trial unused;
-    return Measure(model_path, *original, samples, **subset, options, &unused);
+    return Measure(model_path, *original, samples, **subset, options, nullptr);
   };
   // Memory first. Over bounds, the batched forms (group rules: they stack inputs and parameters)
   // are all left out, then added back one at a time, in load order, where the set stays within

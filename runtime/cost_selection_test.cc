@@ -95,6 +95,14 @@ TEST_F(CostSelectionTest, CheckerReportsEqualPeaksForOneModelAndMoreForTraining)
   EXPECT_EQ(r->reference_peak_bytes, r->candidate_peak_bytes);  // the same model, the same peak
   EXPECT_EQ(r->reference_train_peak_bytes, r->candidate_train_peak_bytes);
   EXPECT_GT(r->reference_train_peak_bytes, r->reference_peak_bytes);  // gradients on top
+
+  check.time_reference = false;  // the gate times the original once, not with every set
+  auto c = EquivalenceChecker(check).Check(reference_, reference_, samples_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->reference_train_ms, -1.0);
+  EXPECT_EQ(c->reference_train_peak_bytes, -1);
+  EXPECT_GT(c->candidate_train_ms, 0.0);
+  EXPECT_EQ(c->candidate_train_peak_bytes, r->candidate_train_peak_bytes);
 }
 
 }  // namespace

@@ -234,14 +234,16 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
         *ms = s.median_ms;
         *peak = s.peak_bytes;
       };
-      forward(reference, &report.reference_ms, &report.reference_peak_bytes);
+      if (options_.time_reference) forward(reference, &report.reference_ms, &report.reference_peak_bytes);
       forward(candidate, &report.candidate_ms, &report.candidate_peak_bytes);
       if (training) {
-        StepMeasure r = MeasureStep(reference, samples, options_.dtype, device, true);
+        if (options_.time_reference) {
+          StepMeasure r = MeasureStep(reference, samples, options_.dtype, device, true);
+          report.reference_train_ms = r.median_ms;
+          report.reference_train_peak_bytes = r.peak_bytes;
+        }
         StepMeasure c = MeasureStep(candidate, samples, options_.dtype, device, true);
-        report.reference_train_ms = r.median_ms;
         report.candidate_train_ms = c.median_ms;
-        report.reference_train_peak_bytes = r.peak_bytes;
         report.candidate_train_peak_bytes = c.peak_bytes;
       }
     } catch (const std::exception& e) {

@@ -40,6 +40,8 @@ struct CheckOptions {
   bool time = false;                // median step time and peak step memory of each model
   bool timing_only = false;         // only time both models (no comparison, no counts): the
                                     // report says nothing about equivalence
+  bool time_reference = true;       // with time: false times the candidate alone (the
+                                    // reference's figures stay -1), e.g. when they are known
 };
 
 // CheckFinding: one compared tensor.
