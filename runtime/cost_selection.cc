@@ -92,7 +92,10 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   sel.original_forward_ms = orig.forward_ms;
   sel.original_peak_bytes = orig.peak;
   sel.original_forward_peak_bytes = orig.forward_peak;
-  auto mib = [](int64_t bytes) { return bytes / (1024.0 * 1024.0); };
+  auto size = [](int64_t bytes) {
+    return bytes < (1 << 20) ? absl::StrFormat("%.1f KiB", bytes / 1024.0)
+                             : absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024.0));
+  };
   // Bytes by which a trial's peaks exceed what the margin allows (0: within bounds).
   auto excess = [&](const Trial& t) -> int64_t {
     if (options.memory_margin < 0) return 0;
@@ -105,9 +108,9 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   };
   auto describe = [&](const Trial& t) {
     if (options.training && options.inference_too) {
-      return absl::StrFormat("%.3f ms, peak %.1f MiB (forward %.1f MiB)", t.ms, mib(t.peak), mib(t.forward_peak));
+      return absl::StrFormat("%.3f ms, peak %s (forward %s)", t.ms, size(t.peak), size(t.forward_peak));
     }
-    return absl::StrFormat("%.3f ms, peak %.1f MiB", t.ms, mib(t.peak));
+    return absl::StrFormat("%.3f ms, peak %s", t.ms, size(t.peak));
   };
   sel.log.push_back(absl::StrFormat("all rules: %s (original %s)", describe(*best), describe(orig)));
   std::vector<std::string> dropped;
@@ -177,10 +180,9 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   }
   if (!sel.within_memory) {
     sel.faster = false;  // faster, but needs more memory: not published
-    sel.log.push_back(absl::StrFormat("peak memory higher with the selection: %.1f MiB vs %.1f MiB "
-                                      "(forward %.1f vs %.1f MiB)",
-                                      mib(best->peak), mib(orig.peak), mib(best->forward_peak),
-                                      mib(orig.forward_peak)));
+    sel.log.push_back(absl::StrFormat("peak memory higher with the selection: %s vs %s (forward %s vs %s)",
+                                      size(best->peak), size(orig.peak), size(best->forward_peak),
+                                      size(orig.forward_peak)));
   }
   sel.rules = *chosen;
   return sel;

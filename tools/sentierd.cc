@@ -103,6 +103,9 @@ DEFINE_bool(once, false, "process everything pending, print a per-model summary,
 DEFINE_int32(workers, 1, "job processes run at the same time");
 DEFINE_string(device, "auto", "auto|cpu|cuda");
 DEFINE_string(mode, "both", "validation mode: inference|training|both");
+DEFINE_string(select_rules, "auto",
+              "auto|on|off: before optimizing, keep only the rules that make a step faster on the "
+              "device within --memory_margin (timed ablation); auto = on with cuda");
 DEFINE_double(memory_margin, 0.01,
               "on cuda: an optimized model whose timed step needs more peak memory than the "
               "original's by more than this fraction is not published (negative: not weighed)");
@@ -302,6 +305,12 @@ std::string ResolvedDevice() {
   return "cpu";
 }
 
+// SelectRules: whether jobs time the rules and keep only those that pay (--select_rules).
+bool SelectRules() {
+  if (FLAGS_select_rules == "auto") return ResolvedDevice() == "cuda";
+  return FLAGS_select_rules == "on";
+}
+
 class Daemon {
  public:
   int Run();
@@ -398,7 +407,8 @@ void Daemon::Dispatch(Job job) {
       absl::StrCat("--job_version=", v.version), absl::StrCat("--job_source=", v.dir),
       absl::StrCat("--job_stage=", *stage), absl::StrCat("--job_rules=", rules_->dir()),
       absl::StrCat("--mode=", FLAGS_mode), absl::StrCat("--job_device=", ResolvedDevice()),
-      absl::StrCat("--memory_margin=", FLAGS_memory_margin)};
+      absl::StrCat("--memory_margin=", FLAGS_memory_margin),
+      absl::StrCat("--select_rules=", SelectRules() ? "on" : "off")};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -575,6 +585,9 @@ int Daemon::Run() {
   if (FLAGS_mode != "inference" && FLAGS_mode != "training" && FLAGS_mode != "both") {
     return Fail(kBadFlags, absl::StrCat("--mode='", FLAGS_mode,
                                         "' must be inference, training or both"));
+  }
+  if (FLAGS_select_rules != "auto" && FLAGS_select_rules != "on" && FLAGS_select_rules != "off") {
+    return Fail(kBadFlags, absl::StrCat("--select_rules='", FLAGS_select_rules, "' must be auto, on or off"));
   }
   if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
     return Fail(kBadFlags, absl::StrCat("--device='", FLAGS_device, "' must be auto, cpu or cuda"));
@@ -835,6 +848,7 @@ int main(int argc, char** argv) {
     spec.rules_dir = FLAGS_job_rules;
     spec.device = FLAGS_job_device;
     spec.memory_margin = FLAGS_memory_margin;
+    spec.select_rules = FLAGS_select_rules == "on";
     spec.mode = FLAGS_mode;
     return sentier::RunOptimizeJob(spec);
   }

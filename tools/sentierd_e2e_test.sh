@@ -25,6 +25,7 @@ mkdir -p "$T/src"; "$MAKE" --model=waste --seed=3 --batch=8 --out_model="$T/src/
 "$D" --registry="$R" --output="$O" --device=cuda >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q CUDA "$T/f.txt" && ok "cuda on cpu build -> 2" || fail "cuda"
 "$D" --registry="$R" --output="$O" --mode=bogus >"$T/f.txt" 2>&1; [[ $? == 2 ]] && ok "bad mode -> 2" || fail "bad mode"
 "$D" --registry="$R" --output="$O" --bogus_flag >"$T/f.txt" 2>&1; [[ $? == 2 ]] && ok "unknown flag -> 2" || fail "unknown flag"
+"$D" --registry="$R" --output="$O" --select_rules=maybe >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q "select_rules" "$T/f.txt" && ok "bad --select_rules -> 2" || fail "bad select_rules"
 "$D" --registry="$T/nope" --output="$T/out-x" --once >"$T/f.txt" 2>&1; [[ $? == 4 ]] && ok "unreadable registry -> 4" || { fail "unreadable registry"; cat "$T/f.txt"; }
 
 PORT=$((20000 + RANDOM % 20000))
@@ -142,6 +143,26 @@ n=$(grep -c '^sentierd: [a-d]: v1 [a-z]*, v2 [a-z]*; latest v2' "$T/final.txt")
 # A further --once run redoes nothing.
 "$D" --registry="$R2" --output="$O2" --rules="$RULES" --poll_interval_ms=50 --once >/dev/null 2>"$T/again.log"
 grep -q 'job started' "$T/again.log" && fail "restart redid finished work" || ok "restart redoes nothing"
+
+# Rule selection (on with CUDA; forced on here, timed on the CPU): the report carries the
+# selection's measurements, and the artifact is what the selected rules produce, or the
+# original when no set was faster.
+R3="$T/reg3"; O3="$T/out3"; mkdir -p "$R3"
+put "$R3" sel 1 waste 1
+"$D" --registry="$R3" --output="$O3" --rules="$RULES" --poll_interval_ms=50 --once --select_rules=on >"$T/sel.txt" 2>&1
+rep="$O3/sel/1/report.json"
+if [[ -f "$rep" ]]; then
+  for k in '"selection"' '"dropped_rules"' '"original_peak_bytes"' '"within_memory"' '"select"'; do
+    grep -q "$k" "$rep" || fail "selection report lacks $k"
+  done
+  s=$(status_of "$rep")
+  if [[ "$s" == optimized ]]; then
+    grep -q '"faster": true' "$rep" && ok "selection: optimized with the rules that pay" || fail "optimized without a faster selection"
+  elif [[ "$s" == unchanged ]]; then
+    grep -q "No set of rules made the model faster" "$rep" && cmp -s "$R3/sel/1/model.pt" "$O3/sel/1/model.pt" &&
+      ok "selection: nothing paid, the original published" || { fail "unchanged without the selection's reason"; cat "$rep"; }
+  else fail "selection: status $s"; cat "$rep"; fi
+else fail "selection: sel/1 not published"; cat "$T/sel.txt"; fi
 
 echo "sentierd_e2e_test: $fails failure(s)"
 [[ $fails == 0 ]]

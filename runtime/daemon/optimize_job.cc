@@ -20,8 +20,9 @@
 #include "absl/strings/str_format.h"
 #include "passes/digest.h"
 #include "passes/optimizer.h"
-#include "runtime/file_util.h"
+#include "runtime/cost_selection.h"
 #include "runtime/equivalence_checker.h"
+#include "runtime/file_util.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
 
@@ -135,10 +136,46 @@ int RunOptimizeJob(const JobSpec& spec) {
       return reject(absl::StrCat("load failure: the model does not run on its sample inputs: ",
                                  before_ops.status().message()));
     }
+    // The never-slower gate's rule selection, timed on the job's device.
+    std::shared_ptr<const RuleSet> use = *rules;
+    std::string unchanged_reason = "No rule applied, so the artifact is a copy of the original model.";
+    if (spec.select_rules) {
+      auto ts = Clock::now();
+      CostOptions cost;
+      cost.device = spec.device;
+      cost.training = spec.mode != "inference";
+      cost.inference_too = spec.mode == "both";
+      cost.verify_each = false;  // the artifact is validated below
+      cost.memory_margin = spec.memory_margin;
+      auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
+      timings["select"] = MsSince(ts);
+      if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
+      j["selection"] = {{"device", spec.device},
+                        {"faster", sel->faster},
+                        {"within_memory", sel->within_memory},
+                        {"dropped_rules", sel->dropped},
+                        {"original_ms", sel->original_ms},
+                        {"optimized_ms", sel->optimized_ms},
+                        {"original_peak_bytes", sel->original_peak_bytes},
+                        {"optimized_peak_bytes", sel->optimized_peak_bytes},
+                        {"log", sel->log}};
+      if (sel->faster) {
+        use = sel->rules;
+      } else {
+        auto none = (*rules)->Filter("^$", "");
+        if (!none.ok()) return reject(std::string(none.status().message()));
+        use = *none;
+        unchanged_reason = absl::StrFormat(
+            "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
+            "%.1f MiB), so the artifact is a copy of the original model.",
+            spec.device, sel->within_memory ? "" : " within the peak-memory bound", sel->optimized_ms,
+            sel->original_ms, sel->optimized_peak_bytes / 1048576.0, sel->original_peak_bytes / 1048576.0);
+      }
+    }
     OptimizeOptions opts;
     opts.sample_inputs = &samples;
     auto t1 = Clock::now();
-    auto report = OptimizeGraph(model->graph, **rules, opts);
+    auto report = OptimizeGraph(model->graph, *use, opts);
     timings["optimize"] = MsSince(t1);
     if (!report.ok()) return reject(absl::StrCat("optimizer error: ", report.status().message()));
     int64_t total = 0;
@@ -160,7 +197,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       j["aten_ops_per_forward_after"] = *before_ops;
       j["validation"] = {{"mode", spec.mode}, {"result", "skipped: the artifact is the original"}};
       j["status"] = "unchanged";
-      j["reason"] = "No rule applied, so the artifact is a copy of the original model.";
+      j["reason"] = unchanged_reason;
     } else {
       auto after_ops = CountAtenOps(model->graph, samples);
       if (!after_ops.ok()) {

@@ -29,6 +29,11 @@ struct JobSpec {
   // the artifact is the original).
   std::string device = "cpu";
   double memory_margin = 0.01;  // negative: peak memory is not weighed
+  // Before optimizing, keep only the rules that pay on `device` (SelectRulesByMeasurement:
+  // timed ablation, peak memory within memory_margin; the step is the training step, plus the
+  // forward with mode "both", or the forward with "inference"). When no set pays, the artifact
+  // is the original (status unchanged, the reason says so). sentierd turns it on with CUDA.
+  bool select_rules = false;
 };
 
 // kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or
