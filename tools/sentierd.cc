@@ -4,7 +4,7 @@
 //   sentierd --registry=REG --output=OUT [--rules=PATH[,PATH...]] [--poll_interval_ms=2000]
 //            [--once] [--workers=1] [--device=auto|cpu|cuda] [--mode=inference|training|both]
 //            [--job_timeout_s=600] [--metrics_port=0] [--shard=i/n] [--max_model_bytes=N]
-//            [--shutdown_grace_s=30]
+//            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=0.01]
 //
 // Registry (read-only): REG/<model>/<version>/{model.pt,inputs.pt}; see
 // runtime/daemon/registry_watcher.h for names, settling and refusals.
@@ -17,7 +17,7 @@
 //   0  --once pass completed (whatever the outcomes), or stopped by SIGTERM/SIGINT
 //   1  internal error
 //   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--mode/--device/
-//      --workers/--poll_interval_ms, --device=cuda on a build without CUDA, or the rule set
+//      --select_rules/--workers/--poll_interval_ms, --device=cuda on a build without CUDA, or the rule set
 //      fails to load at start-up (there is no previous good rule set)
 //   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd")
 //   4  registry unreadable ("registry unreadable: cannot read '<REG>': ...") or output
@@ -41,13 +41,15 @@
 //   state: corrupt state file '<path>': …; rebuilding from published reports
 // Job reasons (report.json "reason"): "load failure: …" (names the file), "validation failure
 // on sample_inputs|random_inputs (outputs|outputs and gradients): …", "optimizer error: …",
-// "crash: …", "job process crashed …", "timed out after N s",
-// "refused: …".
+// "crash: …", "job process crashed …", "timed out after N s", "rule selection failed: …",
+// "refused: …"; unchanged (original published): "No rule applied …", "No set of rules made the
+// model faster on cuda[ within the peak-memory bound] …", "The optimized model was not faster on
+// the GPU …", "The optimized model needed more peak GPU memory …".
 // At the end of --once, one line per model on stdout:
 //   sentierd: <model>: v1 optimized, v2 unchanged, …; latest v2 (architecture changed)
 //
 // Hidden flags (job child): --job --job_model --job_version --job_source --job_stage
-// --job_rules. Test hooks (env): SENTIERD_TEST_CRASH_MODEL=<model> aborts that model's job,
+// --job_rules --job_device (and --mode, --select_rules=on|off, --memory_margin). Test hooks (env): SENTIERD_TEST_CRASH_MODEL=<model> aborts that model's job,
 // SENTIERD_TEST_HANG_MODEL=<model> hangs it, SENTIERD_TEST_PUBLISH_DELAY_MS=<ms> sleeps before
 // each publishing rename.
 #include <fcntl.h>
