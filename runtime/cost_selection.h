@@ -6,6 +6,8 @@
 // tries the set without each rule that fired, one at a time in load order, and drops a rule when
 // the model is faster without it (by more than the noise margin). When even the best set is not
 // faster than the original, the selection is empty and the caller publishes the original.
+// A selection that is faster is confirmed by timing it and the original once more, back to
+// back; unconfirmed, the original is kept.
 //
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
 // original's (the training step's; with inference_too the forward's as well), by more than
@@ -53,6 +55,8 @@ struct CostSelection {
   int64_t original_peak_bytes = -1, optimized_peak_bytes = -1;
   int64_t original_forward_peak_bytes = -1, optimized_forward_peak_bytes = -1;
   bool within_memory = true;             // the selected set's peaks are within memory_margin
+  bool confirmed = true;                 // false: faster at first, not when timed again
+  double confirm_ms = -1.0, confirm_original_ms = -1.0;  // that second timing
   std::vector<std::string> dropped;      // rules dropped (slower with them, or over in memory)
   std::vector<std::string> log;          // one line per measurement
 };

@@ -151,9 +151,13 @@ int Run() {
       absl::Status st = sentier::WriteFileAtomically(FLAGS_output, *bytes);
       if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
       std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output
-                << (selection.within_memory
-                        ? ": unchanged: no rewrite made it faster ("
-                        : ": unchanged: no faster set of rewrites kept peak memory within bounds (")
+                << (!selection.confirmed
+                        ? absl::StrFormat(": unchanged: the selection's gain was not confirmed when "
+                                          "timed again (%.3f ms vs %.3f ms original; first ",
+                                          selection.confirm_ms, selection.confirm_original_ms)
+                    : selection.within_memory
+                        ? std::string(": unchanged: no rewrite made it faster (")
+                        : std::string(": unchanged: no faster set of rewrites kept peak memory within bounds ("))
                 << absl::StrFormat("%.3f ms optimized vs %.3f ms original, peak %.1f vs %.1f MiB",
                                    selection.optimized_ms, selection.original_ms,
                                    selection.optimized_peak_bytes / 1048576.0,
@@ -174,6 +178,7 @@ int Run() {
                      {"original_peak_bytes", selection.original_peak_bytes},
                      {"optimized_peak_bytes", selection.optimized_peak_bytes},
                      {"within_memory", selection.within_memory},
+                     {"confirmed", selection.confirmed},
                      {"faster", false},
                      {"log", selection.log}};
         absl::Status rs = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");

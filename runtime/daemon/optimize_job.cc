@@ -167,9 +167,10 @@ int RunOptimizeJob(const JobSpec& spec) {
         use = *none;
         unchanged_reason = absl::StrFormat(
             "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
-            "%.1f MiB), so the artifact is a copy of the original model.",
+            "%.1f MiB; %s), so the artifact is a copy of the original model.",
             spec.device, sel->within_memory ? "" : " within the peak-memory bound", sel->optimized_ms,
-            sel->original_ms, sel->optimized_peak_bytes / 1048576.0, sel->original_peak_bytes / 1048576.0);
+            sel->original_ms, sel->optimized_peak_bytes / 1048576.0, sel->original_peak_bytes / 1048576.0,
+            sel->log.empty() ? "" : sel->log.back());
       }
     }
     OptimizeOptions opts;
