@@ -278,7 +278,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
   // batch are dropped (greedy ablation by measured training step + forward), and when even the
   // best set is not faster in both, the artifact is the original graph.
   const RuleSet* use = &rules;
-  std::shared_ptr<const RuleSet> selected, none;
+  std::shared_ptr<const RuleSet> selected;
   if (gate) {
     auto g0 = std::chrono::steady_clock::now();
     CostOptions cost;
@@ -290,16 +290,12 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
     p->gate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
     if (!sel.ok()) throw std::runtime_error(std::string(sel.status().message()));
     for (const std::string& line : sel->log) std::fprintf(stderr, "  gate %s: %s\n", p->name.c_str(), line.c_str());
+    selected = sel->rules;  // empty when nothing pays
+    use = selected.get();
     if (!sel->faster) {
-      auto empty = rules.Filter("^$", "");
-      if (!empty.ok()) throw std::runtime_error(std::string(empty.status().message()));
-      none = *empty;
-      use = none.get();
       p->gate = absl::StrFormat("original kept (best %.3f vs %.3f ms%s)", sel->optimized_ms, sel->original_ms,
                                 sel->log.empty() ? "" : absl::StrCat("; last: ", sel->log.back()));
     } else {
-      selected = sel->rules;
-      use = selected.get();
       p->gate = sel->dropped.empty() ? std::string("all rules pay")
                                      : absl::StrCat("dropped ", absl::StrJoin(sel->dropped, ","));
     }

@@ -203,7 +203,13 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
       sel.log.push_back("not confirmed: the original is kept");
     }
   }
-  sel.rules = *chosen;
+  if (sel.faster) {
+    sel.rules = *chosen;
+  } else {
+    auto none = rules.Filter("^$", "");  // rule names are never empty: no rule
+    if (!none.ok()) return none.status();
+    sel.rules = *none;
+  }
   return sel;
 }
 

@@ -75,6 +75,7 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
   EXPECT_LE(sel->optimized_peak_bytes, sel->original_peak_bytes * 101 / 100);
   // Nothing else fires on this model, so nothing is left to publish.
   EXPECT_FALSE(sel->faster);
+  EXPECT_EQ(sel->rules->size(), 0u);  // the original: no rule to apply
 }
 
 TEST_F(CostSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemory) {

@@ -68,9 +68,6 @@ int64_t MaxUncompressedBytes(size_t file_bytes) {
   return 4 * static_cast<int64_t>(file_bytes) + (int64_t{1} << 20);
 }
 
-}  // namespace
-
-namespace {
 // ReadCheckedArchive: the file's bytes once CheckArchive accepts them (LibTorch's reader trusts
 // the archive's offsets and sizes); `what` starts the error message.
 absl::StatusOr<std::string> ReadCheckedArchive(const std::string& path, const char* what) {
@@ -80,9 +77,8 @@ absl::StatusOr<std::string> ReadCheckedArchive(const std::string& path, const ch
   if (!sound.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': ", sound.message()));
   return data;
 }
+
 }  // namespace
-
-
 
 absl::StatusOr<Model> LoadModel(const std::string& path) {
   absl::Status readable = CheckReadableFile(path);

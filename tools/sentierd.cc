@@ -17,8 +17,8 @@
 //   0  --once pass completed (whatever the outcomes), or stopped by SIGTERM/SIGINT
 //   1  internal error
 //   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--mode/--device/
-//      --select_rules/--workers/--poll_interval_ms, --device=cuda on a build without CUDA, or the rule set
-//      fails to load at start-up (there is no previous good rule set)
+//      --select_rules/--workers/--poll_interval_ms, --device=cuda on a build without CUDA, or
+//      the rule set fails to load at start-up (there is no previous good rule set)
 //   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd")
 //   4  registry unreadable ("registry unreadable: cannot read '<REG>': ...") or output
 //      unwritable ("output unwritable: ...")
@@ -49,7 +49,8 @@
 //   sentierd: <model>: v1 optimized, v2 unchanged, …; latest v2 (architecture changed)
 //
 // Hidden flags (job child): --job --job_model --job_version --job_source --job_stage
-// --job_rules --job_device (and --mode, --select_rules=on|off, --memory_margin). Test hooks (env): SENTIERD_TEST_CRASH_MODEL=<model> aborts that model's job,
+// --job_rules --job_device (and --mode, --select_rules=on|off, --memory_margin). Test hooks
+// (env): SENTIERD_TEST_CRASH_MODEL=<model> aborts that model's job,
 // SENTIERD_TEST_HANG_MODEL=<model> hangs it, SENTIERD_TEST_PUBLISH_DELAY_MS=<ms> sleeps before
 // each publishing rename.
 #include <fcntl.h>

@@ -159,12 +159,8 @@ int RunOptimizeJob(const JobSpec& spec) {
                         {"original_peak_bytes", sel->original_peak_bytes},
                         {"optimized_peak_bytes", sel->optimized_peak_bytes},
                         {"log", sel->log}};
-      if (sel->faster) {
-        use = sel->rules;
-      } else {
-        auto none = (*rules)->Filter("^$", "");
-        if (!none.ok()) return reject(std::string(none.status().message()));
-        use = *none;
+      use = sel->rules;  // empty when no set pays
+      if (!sel->faster) {
         unchanged_reason = absl::StrFormat(
             "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
             "%.1f MiB; %s), so the artifact is a copy of the original model.",
