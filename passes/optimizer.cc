@@ -1,21 +1,15 @@
-// optimizer.cc — orders the passes: inline, unroll and normalize, facts, rules to a fixpoint.
+// optimizer.cc — orders the stages: canonicalize, facts, rules to a fixpoint.
 #include "passes/optimizer.h"
 
 #include <chrono>
 
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/passes/constant_pooling.h>
-#include <torch/csrc/jit/passes/constant_propagation.h>
-#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
-#include <torch/csrc/jit/passes/peephole_list_idioms.h>
-#include <torch/csrc/jit/passes/remove_mutation.h>
 
 #include "absl/strings/str_cat.h"
-#include "passes/normalize_split_family.h"
+#include "passes/canonicalize/pipeline.h"
 #include "passes/remove_dead_nodes.h"
 #include "passes/shape_facts.h"
-#include "passes/unroll_known_loops.h"
 
 namespace sentier {
 namespace {
@@ -32,29 +26,6 @@ int64_t CountIn(const Block* b) {
   return n;
 }
 
-// Unrolling and normalization feed each other (a folded len() makes a trip count constant, an
-// unrolled body exposes constant indices); iterate a few times.
-void Canonicalize(const std::shared_ptr<Graph>& graph, const ShapeFacts* facts) {
-  for (int i = 0; i < 8; ++i) {
-    bool normalized = NormalizeSplitFamily(graph, facts);
-    bool unrolled = UnrollKnownLoops(graph);
-    if (unrolled) {
-      // Unrolled bodies build lists by append and index them with loop counters: LibTorch's
-      // list and constant passes turn that into straight-line values. They build alias
-      // analyses, so they only run when a loop was unrolled.
-      torch::jit::RemoveListMutation(graph);
-      std::shared_ptr<Graph> g = graph;
-      torch::jit::PeepholeOptimizeListIdioms(g);
-      torch::jit::ConstantPropagation(g);
-      torch::jit::ConstantPooling(graph);
-      torch::jit::EliminateDeadCode(graph);
-    } else if (normalized) {
-      RemoveDeadNodes(graph);
-    }
-    if (!normalized && !unrolled) break;
-  }
-}
-
 }  // namespace
 
 int64_t CountNodes(const Graph& graph) { return CountIn(graph.block()); }
@@ -67,25 +38,41 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
   try {
     torch::jit::Inline(*graph);
     report.nodes_before = CountNodes(*graph);
-    Canonicalize(graph, nullptr);
+    CanonicalizeOptions canon;
+    canon.self = options.self;
+    if (canon.self.isNone() && options.sample_inputs != nullptr && !options.sample_inputs->empty() &&
+        (*options.sample_inputs)[0].isObject()) {
+      canon.self = (*options.sample_inputs)[0];
+    }
+    canon.after_pass = options.after_pass;
+    Canonicalize(graph, canon, &report.canonicalize);
     ShapeFacts facts;
     const ShapeFacts* facts_ptr = nullptr;
-    if (options.sample_inputs != nullptr) {
+    auto record = [&]() {
+      if (options.sample_inputs == nullptr) return;
       auto recorded = RecordShapeFacts(graph, *options.sample_inputs, options.fixed_inputs);
       if (recorded.ok()) {
         facts = std::move(*recorded);
         facts_ptr = &facts;
         report.shape_facts = true;
+        report.shape_facts_error.clear();
       } else {
+        facts_ptr = nullptr;
+        report.shape_facts = false;
         report.shape_facts_error = std::string(recorded.status().message());
       }
-    }
+    };
+    record();
     RewriteOptions ro;
     ro.max_rounds = options.max_rounds;
-    ro.facts = facts_ptr;
     for (int outer = 0; outer < 4; ++outer) {
-      Canonicalize(graph, facts_ptr);
+      canon.facts = facts_ptr;
+      // With facts, canonicalization can go further (sections of a split by size, loops over
+      // its pieces); the values it creates get facts from a new recording.
+      if (Canonicalize(graph, canon, &report.canonicalize)) record();
+      ro.facts = facts_ptr;
       if (!ApplyRules(graph, rules, ro, &report.stats)) break;
+      if (options.after_pass) options.after_pass("rules", *graph);
     }
     RemoveDeadNodes(graph);
     graph->lint();  // a rewrite that broke the graph must never reach a published artifact

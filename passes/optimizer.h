@@ -1,15 +1,19 @@
 // optimizer.h — the whole optimization pipeline for one TorchScript graph.
 //
-// OptimizeGraph: inlines calls, unrolls loops with known trip counts, normalizes the split/cat
-// family, records shape facts from sample inputs (when given), then applies the rule set to a
-// fixpoint, re-normalizing between rounds of rules. It edits `graph` in place.
+// OptimizeGraph: canonicalizes the graph (passes/canonicalize/pipeline.h: inlining, module
+// attributes folded, list mutation removed, loops unrolled, the split/cat family normalized, ...),
+// records shape facts from sample inputs (when given), then applies the rule set to a fixpoint,
+// canonicalizing again between rounds of rules (and recording facts again when that changed the
+// graph). It edits `graph` in place.
 //
 //   OptimizeOptions opts;
+//   opts.self = module._ivalue();           // the module whose method `graph` is
 //   opts.sample_inputs = &inputs;           // optional: graph inputs, `self` first for methods
 //   absl::StatusOr<OptimizeReport> rep = OptimizeGraph(graph, *rules, opts);
 #ifndef SENTIER_PASSES_OPTIMIZER_H_
 #define SENTIER_PASSES_OPTIMIZER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +22,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "absl/status/statusor.h"
+#include "passes/canonicalize/passes.h"
 #include "passes/rewrite_driver.h"
 #include "passes/rule_set.h"
 
@@ -27,14 +32,21 @@ namespace sentier {
 
 struct OptimizeOptions {
   int max_rounds = 16;
+  // The module object whose method the graph is (attributes are folded from it). When unset and
+  // sample_inputs[0] is an object, that one is used.
+  c10::IValue self;
   const std::vector<c10::IValue>* sample_inputs = nullptr;
   // fixed_inputs[i]: graph input i does not follow the batch size (see RecordShapeFacts).
   std::vector<bool> fixed_inputs;
+  // Called after each canonicalization pass that changed the graph, and with "rules" after each
+  // round of rules that did (sentier_opt --print_ir_after=<pass>).
+  std::function<void(const std::string& pass, const torch::jit::Graph& graph)> after_pass;
 };
 
 struct OptimizeReport {
   RewriteStats stats;
-  int64_t nodes_before = 0;   // non-constant nodes, nested blocks included
+  PassCounters canonicalize;  // per canonicalization pass (see pipeline.h)
+  int64_t nodes_before = 0;   // non-constant nodes, nested blocks included (after inlining)
   int64_t nodes_after = 0;
   bool shape_facts = false;   // whether facts from sample inputs were recorded
   std::string shape_facts_error;  // why not, when sample inputs were given but failed

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "passes/sample_inputs.h"
 
 namespace sentier {
 
@@ -111,16 +112,11 @@ absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
   }
   auto first = RunProbed(graph, probes, inputs);
   if (!first.ok()) return first.status();
-  // Second run at twice the batch size.
-  std::vector<c10::IValue> doubled;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const c10::IValue& iv = inputs[i];
-    bool fixed = i < fixed_inputs.size() && fixed_inputs[i];
-    if (!fixed && iv.isTensor() && iv.toTensor().dim() >= 1) {
-      doubled.push_back(at::cat({iv.toTensor(), iv.toTensor()}, 0));
-    } else {
-      doubled.push_back(iv);
-    }
+  // Second run at twice the batch size (offsets of EmbeddingBag inputs continue, see
+  // sample_inputs.h); inputs that do not follow the batch keep their size.
+  std::vector<c10::IValue> doubled = DoubleBatch(inputs);
+  for (size_t i = 0; i < inputs.size() && i < fixed_inputs.size(); ++i) {
+    if (fixed_inputs[i]) doubled[i] = inputs[i];
   }
   auto second = RunProbed(graph, probes, doubled);
   ShapeFacts facts;

@@ -3,7 +3,8 @@
 // Scripted TorchScript graphs carry no sizes. RecordShapeFacts runs a copy of the graph once on
 // the sample inputs (CPU, no grad) with every top-level tensor value made an output, and records
 // what each value looked like. It then runs it a second time with every input tensor doubled
-// along dimension 0 (the batch dimension by convention); any dimension that changed between the
+// along dimension 0 (the batch dimension by convention; tensors inside lists, tuples and dicts
+// too, EmbeddingBag offsets continued: DoubleBatch in sample_inputs.h); any dimension that changed between the
 // two runs is marked dynamic, and rules never rely on a dynamic size. When the second run fails
 // (an input whose dim 0 is not a batch dimension), dimension 0 of every value is marked dynamic.
 //

@@ -1,8 +1,12 @@
-// unroll_known_loops.cc — full unrolling of constant-trip-count `for` loops (see the header).
+// unroll_known_loops.cc — full unrolling of constant-trip-count `for` loops.
 //
-// Identity: Loop(n, true, c0){ i, c -> body } == body(n-1, ... body(1, body(0, c0))) when the
-// loop's continue condition is the constant true.
-#include "passes/unroll_known_loops.h"
+// Scripting turns `for p in parts:`, `for k in range(n):` and list comprehensions into prim::Loop;
+// once the trip count is a constant (aten::len of a list whose length is known, folded by the
+// passes before this one), the loop is replaced by straight-line copies of its body, so that rules
+// see one node per piece. Identity: Loop(n, true, c0){ i, c -> body } == body(n-1, ...
+// body(1, body(0, c0))) when the loop's continue condition is the constant true; loops in
+// `while` form are left alone, and so is a loop whose unrolled size would exceed the bound.
+#include "passes/canonicalize/passes.h"
 
 #include <unordered_map>
 
@@ -69,7 +73,8 @@ bool UnrollOne(Node* loop, int64_t max_unrolled_nodes) {
 
 }  // namespace
 
-bool UnrollKnownLoops(const std::shared_ptr<Graph>& graph, int64_t max_unrolled_nodes) {
+bool UnrollKnownLoops(const std::shared_ptr<Graph>& graph, PassCounters* counters,
+                      int64_t max_unrolled_nodes) {
   std::vector<Node*> loops;
   CollectLoops(graph->block(), &loops);
   bool changed = false;
@@ -80,6 +85,7 @@ bool UnrollKnownLoops(const std::shared_ptr<Graph>& graph, int64_t max_unrolled_
     for (Node* n : loop->blocks().at(0)->nodes()) has_inner |= n->kind() == c10::prim::Loop;
     bool did = UnrollOne(loop, max_unrolled_nodes);
     changed |= did;
+    if (did && counters != nullptr) ++(*counters)["unroll_loops.loops"];
     if (did && has_inner) break;
   }
   return changed;

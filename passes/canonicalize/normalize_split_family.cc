@@ -1,10 +1,10 @@
-// normalize_split_family.cc — canonical spellings for the split/cat family (see the header).
+// normalize_split_family.cc — one canonical form for the split/cat family (see passes.h).
 //
 // Each rewrite here is an identity that holds for every input the original accepts:
 //   concat(xs, d) == cat(xs, d);  split(x, [s...], d) == split_with_sizes(x, [s...], d);
 //   split(x, s, d) == split_with_sizes(x, [s, ..., rest], d) when x.size(d) is static;
 //   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k].
-#include "passes/normalize_split_family.h"
+#include "passes/canonicalize/passes.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -288,16 +288,21 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, const Shape
 
 }  // namespace
 
-bool NormalizeSplitFamily(const std::shared_ptr<Graph>& graph, const ShapeFacts* facts) {
-  bool changed = false;
+bool NormalizeSplitFamily(const std::shared_ptr<Graph>& graph, const ShapeFacts* facts,
+                          PassCounters* counters) {
   std::vector<Node*> nodes;
   CollectNodes(graph->block(), &nodes);
-  changed |= NormalizeSpellings(graph.get(), nodes, facts);
+  bool spellings = NormalizeSpellings(graph.get(), nodes, facts);
   nodes.clear();
   CollectNodes(graph->block(), &nodes);
-  changed |= NormalizeDims(graph.get(), nodes, facts);
-  changed |= ListIndexingToUnpack(graph.get(), nodes, facts);
-  return changed;
+  bool dims = NormalizeDims(graph.get(), nodes, facts);
+  bool lists = ListIndexingToUnpack(graph.get(), nodes, facts);
+  if (counters != nullptr) {
+    (*counters)["normalize_split_family.spellings"] += spellings;
+    (*counters)["normalize_split_family.dims"] += dims;
+    (*counters)["normalize_split_family.list_indexing"] += lists;
+  }
+  return spellings || dims || lists;
 }
 
 }  // namespace sentier

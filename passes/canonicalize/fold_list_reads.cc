@@ -1,0 +1,99 @@
+// fold_list_reads.cc — reads of lists whose elements are known become those elements.
+//
+// After attribute folding and unrolling, scripted code indexes lists it could have named
+// directly: `self.keys[i]` with a counter `i` that is now a constant, `len(self.sizes)` as a loop
+// bound, `outs[j]` of a list built by append (a prim::ListConstruct once list mutation is
+// removed). aten::len and aten::__getitem__ with a constant index of such a list are replaced by
+// the length or the element. For a prim::ListConstruct this is LibTorch's
+// PeepholeOptimizeListIdioms (which also folds slices and concatenations of known lists and
+// checks, with an alias analysis, that the list is never modified); for a constant list (a
+// prim::Constant, as folded attributes are) it is done here, where every use of the constant must
+// be a read (a write would change what later reads see). Out-of-range indices are left alone:
+// they raise at run time, as the original does.
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/peephole_list_idioms.h>
+
+#include "passes/canonicalize/passes.h"
+
+namespace sentier {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Node;
+using torch::jit::Value;
+
+const c10::Symbol kGetItem = c10::Symbol::fromQualString("aten::__getitem__");
+const c10::Symbol kLen = c10::Symbol::fromQualString("aten::len");
+
+bool NoWriters(Value* list) {
+  for (const torch::jit::Use& u : list->uses()) {
+    const c10::FunctionSchema* schema = u.user->maybeSchema();
+    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
+    const auto& alias = schema->arguments()[u.offset].alias_info();
+    if (alias && alias->isWrite()) return false;
+  }
+  return true;
+}
+
+void FoldConstantListReads(Block* b, PassCounters* counters, bool* changed) {
+  for (Node* n : b->nodes()) {
+    for (Block* sub : n->blocks()) FoldConstantListReads(sub, counters, changed);
+    bool get = n->kind() == kGetItem && n->inputs().size() == 2;
+    bool len = n->kind() == kLen && n->inputs().size() == 1;
+    if (!(get || len) || !n->output()->hasUses()) continue;
+    Value* list_value = n->input(0);
+    if (list_value->node()->kind() != c10::prim::Constant) continue;
+    c10::optional<c10::IValue> list = torch::jit::toIValue(list_value);
+    if (!list || !list->isList() || !NoWriters(list_value)) continue;
+    c10::IValue folded;
+    if (len) {
+      folded = static_cast<int64_t>(list->toListRef().size());
+    } else {
+      c10::optional<int64_t> index = torch::jit::constant_as<int64_t>(n->input(1));
+      int64_t count = static_cast<int64_t>(list->toListRef().size());
+      if (!index) continue;
+      int64_t i = *index < 0 ? *index + count : *index;
+      if (i < 0 || i >= count) continue;
+      folded = list->toListRef()[i];
+    }
+    c10::optional<Value*> c;
+    {
+      torch::jit::WithInsertPoint guard(n);
+      c = torch::jit::tryInsertConstant(*n->owningGraph(), folded);
+    }
+    if (!c) continue;
+    n->output()->replaceAllUsesWith(*c);
+    *changed = true;
+    if (counters != nullptr) ++(*counters)["fold_list_reads.constant_lists"];
+  }
+}
+
+bool HasListReads(Block* b) {
+  for (Node* n : b->nodes()) {
+    if ((n->kind() == kGetItem || n->kind() == kLen || n->kind() == c10::aten::slice ||
+         n->kind() == c10::aten::add || n->kind() == c10::prim::ListUnpack) &&
+        n->inputs().size() >= 1 && n->input(0)->node()->kind() == c10::prim::ListConstruct) {
+      return true;
+    }
+    for (Block* sub : n->blocks()) {
+      if (HasListReads(sub)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters) {
+  bool changed = false;
+  FoldConstantListReads(graph->block(), counters, &changed);
+  // LibTorch's pass builds an alias analysis: only when a ListConstruct is read.
+  if (HasListReads(graph->block()) && torch::jit::PeepholeOptimizeListIdioms(graph)) {
+    changed = true;
+    if (counters != nullptr) ++(*counters)["fold_list_reads.list_idioms"];
+  }
+  return changed;
+}
+
+}  // namespace sentier

@@ -1,0 +1,140 @@
+// fold_module_attributes.cc — module attributes that are configuration, not state, become
+// constants.
+//
+// A scripted module reads its configuration through prim::GetAttr: `self.d` in
+// `torch.split(x, self.d, 1)`, `self.keys` in `for k in self.keys:`, an `eps` or `inplace` flag in
+// a library module. Until such a read is a constant, the split's sections, the loop's trip count
+// or the dead branch of an `F.*` wrapper are unknown, and the rules see nothing to rewrite. This
+// pass replaces the read by the value the module holds, for attributes that are not parameters,
+// buffers or submodules and whose value is an int, float, bool, str, None, or a list or tuple of
+// those (tensors stay attributes: they would become graph constants that Module::to does not
+// move). It is safe when the value cannot change between calls: the attribute is assigned by no
+// method of any module of the hierarchy (no prim::SetAttr of that name), it is not `training`
+// (train() and eval() flip it on a loaded artifact), and a folded list is only read (no use may
+// write to it, or the constant would carry the write into the next call). An attribute that a
+// user changes from Python on the loaded artifact (`m.d = 3`) would not be seen: the same
+// assumption torch.jit.freeze makes, and documented with the pipeline.
+#include <unordered_map>
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "passes/canonicalize/passes.h"
+
+namespace sentier {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+using ObjectPtr = c10::intrusive_ptr<c10::ivalue::Object>;
+
+void CollectSetAttrNames(Block* b, absl::flat_hash_set<std::string>* names) {
+  for (Node* n : b->nodes()) {
+    if (n->kind() == c10::prim::SetAttr) names->insert(n->s(c10::attr::name));
+    for (Block* sub : n->blocks()) CollectSetAttrNames(sub, names);
+  }
+}
+
+// Names assigned by any method of `obj` or of any object it holds (submodules).
+void AssignedNames(const ObjectPtr& obj, absl::flat_hash_set<const void*>* seen,
+                   absl::flat_hash_set<std::string>* names) {
+  if (!seen->insert(obj.get()).second) return;
+  c10::ClassTypePtr type = obj->type();
+  for (torch::jit::Function* fn : type->methods()) {
+    if (!fn->isGraphFunction()) continue;
+    CollectSetAttrNames(torch::jit::toGraphFunction(*fn).graph()->block(), names);
+  }
+  for (size_t i = 0; i < type->numAttributes(); ++i) {
+    const c10::IValue& v = obj->getSlot(i);
+    if (v.isObject()) AssignedNames(v.toObject(), seen, names);
+  }
+}
+
+// Immutable scalars, strings, None, and lists/tuples of them.
+bool Foldable(const c10::IValue& v) {
+  if (v.isInt() || v.isDouble() || v.isBool() || v.isString() || v.isNone()) return true;
+  if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) {
+      if (!Foldable(e) || e.isList()) return false;
+    }
+    return true;
+  }
+  if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!(e.isInt() || e.isDouble() || e.isBool() || e.isString())) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// Every use reads the list: an op whose schema does not write that argument, and nothing that
+// lets it escape into a container, a block or the graph's outputs where a write could follow.
+bool OnlyRead(Value* list) {
+  for (const torch::jit::Use& u : list->uses()) {
+    const c10::FunctionSchema* schema = u.user->maybeSchema();
+    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
+    const auto& alias = schema->arguments()[u.offset].alias_info();
+    if (alias && alias->isWrite()) return false;
+    // An op returning a list (slice, add, list()) may return this very list, aliased.
+    for (const c10::Argument& r : schema->returns()) {
+      if (r.type()->kind() == c10::TypeKind::ListType) return false;
+    }
+  }
+  return true;
+}
+
+void Fold(Block* b, std::unordered_map<const Value*, ObjectPtr>* objects,
+          const absl::flat_hash_set<std::string>& assigned, PassCounters* counters, bool* changed) {
+  for (Node* n : b->nodes()) {
+    for (Block* sub : n->blocks()) Fold(sub, objects, assigned, counters, changed);
+    if (n->kind() != c10::prim::GetAttr) continue;
+    auto it = objects->find(n->input());
+    if (it == objects->end()) continue;
+    const ObjectPtr& obj = it->second;
+    const std::string& name = n->s(c10::attr::name);
+    c10::optional<size_t> slot = obj->type()->findAttributeSlot(name);
+    if (!slot) continue;
+    const c10::IValue& value = obj->getSlot(*slot);
+    if (value.isObject()) {
+      (*objects)[n->output()] = value.toObject();  // a submodule: follow the path
+      continue;
+    }
+    if (!n->output()->hasUses()) continue;  // folded before: dead code removal takes it
+    if (obj->type()->is_parameter(*slot) || obj->type()->is_buffer(*slot)) continue;
+    if (name == "training" || assigned.contains(name) || !Foldable(value)) continue;
+    if (value.isList() && !OnlyRead(n->output())) continue;
+    c10::optional<Value*> c;
+    {
+      torch::jit::WithInsertPoint guard(n);
+      c = torch::jit::tryInsertConstant(*n->owningGraph(), value);
+    }
+    if (!c) continue;
+    n->output()->replaceAllUsesWith(*c);
+    *changed = true;
+    if (counters != nullptr) ++(*counters)["fold_module_attributes.attributes"];
+  }
+}
+
+}  // namespace
+
+bool FoldModuleAttributes(const std::shared_ptr<Graph>& graph, const c10::IValue& self,
+                          PassCounters* counters) {
+  if (!self.isObject() || graph->inputs().empty()) return false;
+  Value* self_value = graph->inputs()[0];
+  auto cls = self_value->type()->cast<c10::ClassType>();
+  if (!cls || cls != self.toObject()->type()) return false;
+  absl::flat_hash_set<const void*> seen;
+  absl::flat_hash_set<std::string> assigned;
+  AssignedNames(self.toObject(), &seen, &assigned);
+  std::unordered_map<const Value*, ObjectPtr> objects = {{self_value, self.toObject()}};
+  bool changed = false;
+  Fold(graph->block(), &objects, assigned, counters, &changed);
+  return changed;
+}
+
+}  // namespace sentier

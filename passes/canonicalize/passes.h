@@ -1,0 +1,87 @@
+// passes.h — the canonicalization passes, one per file in this folder.
+//
+// Canonicalization brings a scripted graph (ModuleList loops, `append`, attribute reads, list
+// indexing with counters, `F.*` wrappers) and its traced twin to one straight-line form, the form
+// the rules are written against. Each pass is a free function over a graph that returns whether
+// it changed anything and adds what it did to `counters` ("<pass>.<what>" -> count; may be null).
+// None does I/O. The pipeline that runs them in order, to a fixpoint, is in pipeline.h.
+//
+// Passes of LibTorch are used where they exist and behave the same in 1.13 and 2.x (the wrappers
+// in libtorch_passes.cc say which and why each is safe here); Sentier's own fill the gaps.
+#ifndef SENTIER_PASSES_CANONICALIZE_PASSES_H_
+#define SENTIER_PASSES_CANONICALIZE_PASSES_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <ATen/core/ivalue.h>
+
+#include "passes/graph_fwd.h"
+#include "passes/shape_facts.h"
+
+namespace sentier {
+
+using PassCounters = std::map<std::string, int64_t>;
+
+// --- Sentier's own passes ---------------------------------------------------------------------
+
+// FoldModuleAttributes: prim::GetAttr of a module attribute that is not a parameter, buffer or
+// submodule, holding an int, float, bool, str, None, or a list/tuple of those, becomes a constant
+// (what torch.jit.freeze folds) — unless some method of the module assigns an attribute of that
+// name, or the attribute is `training` (train()/eval() flip it on a loaded artifact). Parameters
+// and buffers stay module state, so the artifact trains and keeps its state_dict. `self` is the
+// module object whose method the graph is (graph input 0); a graph without one is left alone.
+bool FoldModuleAttributes(const std::shared_ptr<torch::jit::Graph>& graph, const c10::IValue& self,
+                          PassCounters* counters);
+
+// FoldListReads: aten::len and aten::__getitem__ (constant index) of a list whose elements are
+// known — a prim::ListConstruct or a constant list that nothing writes to — become the element
+// or the length; LibTorch's list idioms (slices of known lists, len of ListConstruct) follow.
+bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
+// UnrollKnownLoops: fully unrolls `for` loops (initial and continue conditions constant true)
+// whose trip count is a constant, while the unrolled size stays under `max_unrolled_nodes`.
+bool UnrollKnownLoops(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters,
+                      int64_t max_unrolled_nodes = 20000);
+
+// NormalizeSplitFamily: one canonical form for split/chunk/unbind/cat/stack, where provably equal:
+//   * spellings: aten::concat/concatenate -> aten::cat; split(x, int[] sizes) and the unsafe_
+//     variants -> split_with_sizes; unsafe_chunk -> chunk;
+//   * split(x, int size, d) and chunk(x, n, d) -> split_with_sizes(x, sections, d) when the size
+//     of dim d is static (typed IR or shape facts; never a dynamic/batch dim);
+//   * negative dims of split/chunk/unbind/cat/stack/select/unsqueeze/squeeze/slice/narrow ->
+//     non-negative, when the rank is known;
+//   * constant list indexing of a split result (aten::__getitem__(parts, k), scripted code) ->
+//     one prim::ListUnpack (traced spelling), and aten::len(parts) -> a constant, when the number
+//     of pieces is known and the list is never mutated.
+bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, const ShapeFacts* facts,
+                          PassCounters* counters);
+
+// --- LibTorch's passes (libtorch_passes.cc) -----------------------------------------------------
+
+// InlineCalls: torch::jit::Inline — submodule and function calls become their bodies.
+bool InlineCalls(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+// PropagateConstants: ConstantPropagationImmutableTypes — ops on constant ints, floats, bools,
+// strings and tuples are evaluated; prim::If with a constant condition becomes its branch.
+bool PropagateConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+// RemoveListMutations: RemoveListMutation — `xs = []; xs.append(a); ...` becomes
+// prim::ListConstruct(a, ...) when nothing else aliases the list.
+bool RemoveListMutations(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+// LowerTuples: LowerSimpleTuples — tuples built and unpacked in the graph become their elements.
+bool LowerTuples(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+// Peephole: PeepholeOptimize with shape peepholes off (scripted graphs carry no sizes).
+bool Peephole(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+// EliminateCommonSubexpressions: EliminateCommonSubexpression (alias-aware).
+bool EliminateCommonSubexpressions(const std::shared_ptr<torch::jit::Graph>& graph,
+                                   PassCounters* counters);
+// PoolConstants: ConstantPooling — one node per distinct constant, hoisted to the graph's top.
+bool PoolConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+// EliminateDeadNodes: Sentier's linear RemoveDeadNodes, then LibTorch's EliminateDeadCode where
+// nodes with blocks or mutation remain (it builds an alias analysis).
+bool EliminateDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
+}  // namespace sentier
+
+#endif  // SENTIER_PASSES_CANONICALIZE_PASSES_H_

@@ -1,0 +1,342 @@
+// sample_inputs.cc — structure-preserving walks, schema conformance, batch doubling and random
+// draws over a forward's arguments (see the header).
+#include "passes/sample_inputs.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/jit_type.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace sentier {
+namespace {
+
+using PathFn = std::function<at::Tensor(const std::string&, const at::Tensor&)>;
+
+std::string KeyString(const c10::IValue& key) {
+  if (key.isString()) return key.toStringRef();
+  if (key.isInt()) return std::to_string(key.toInt());
+  return c10::str(key);
+}
+
+c10::IValue MapWithPath(const c10::IValue& v, const std::string& path, const PathFn& fn) {
+  if (v.isTensor()) return fn(path, v.toTensor());
+  if (v.isTuple()) {
+    const auto& el = v.toTupleRef().elements();
+    std::vector<c10::IValue> out;
+    out.reserve(el.size());
+    for (size_t i = 0; i < el.size(); ++i) out.push_back(MapWithPath(el[i], absl::StrCat(path, "[", i, "]"), fn));
+    auto type = v.toTupleRef().type();
+    if (type != nullptr && type->schema() != nullptr) {
+      return c10::ivalue::Tuple::createNamed(std::move(out), type);
+    }
+    return c10::ivalue::Tuple::create(std::move(out));
+  }
+  if (v.isList()) {
+    c10::List<c10::IValue> list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      out.push_back(MapWithPath(list.get(i), absl::StrCat(path, "[", i, "]"), fn));
+    }
+    return out;
+  }
+  if (v.isGenericDict()) {
+    c10::impl::GenericDict dict = v.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
+    for (const auto& kv : dict) {
+      out.insert(kv.key(), MapWithPath(kv.value(), absl::StrCat(path, "[", KeyString(kv.key()), "]"), fn));
+    }
+    return out;
+  }
+  return v;
+}
+
+std::vector<c10::IValue> MapAllWithPath(const std::vector<c10::IValue>& vs, const std::string& prefix,
+                                        const PathFn& fn) {
+  std::vector<c10::IValue> out;
+  out.reserve(vs.size());
+  for (size_t i = 0; i < vs.size(); ++i) out.push_back(MapWithPath(vs[i], absl::StrCat(prefix, "[", i, "]"), fn));
+  return out;
+}
+
+absl::StatusOr<c10::IValue> Conform(const c10::IValue& v, const c10::TypePtr& type,
+                                    const std::string& where) {
+  auto mismatch = [&]() {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": expected ", type->repr_str(),
+                                                   ", found ", v.tagKind()));
+  };
+  switch (type->kind()) {
+    case c10::TypeKind::TensorType:
+      if (!v.isTensor()) return mismatch();
+      return v;
+    case c10::TypeKind::OptionalType: {
+      if (v.isNone()) return v;
+      return Conform(v, type->expectRef<c10::OptionalType>().getElementType(), where);
+    }
+    case c10::TypeKind::ListType: {
+      if (!v.isList() && !v.isTuple()) return mismatch();
+      c10::TypePtr elem = type->expectRef<c10::ListType>().getElementType();
+      std::vector<c10::IValue> items;
+      if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) items.push_back(e);
+      } else {
+        for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(e);
+      }
+      c10::impl::GenericList out(elem);
+      out.reserve(items.size());
+      for (size_t i = 0; i < items.size(); ++i) {
+        auto e = Conform(items[i], elem, absl::StrCat(where, "[", i, "]"));
+        if (!e.ok()) return e.status();
+        out.push_back(*e);
+      }
+      return c10::IValue(out);
+    }
+    case c10::TypeKind::DictType: {
+      if (!v.isGenericDict()) return mismatch();
+      const auto& dt = type->expectRef<c10::DictType>();
+      c10::impl::GenericDict out(dt.getKeyType(), dt.getValueType());
+      for (const auto& kv : v.toGenericDict()) {
+        std::string at = absl::StrCat(where, "[", KeyString(kv.key()), "]");
+        auto key = Conform(kv.key(), dt.getKeyType(), at);
+        if (!key.ok()) return key.status();
+        auto val = Conform(kv.value(), dt.getValueType(), at);
+        if (!val.ok()) return val.status();
+        out.insert(*key, *val);
+      }
+      return c10::IValue(out);
+    }
+    case c10::TypeKind::TupleType: {
+      const auto& tt = type->expectRef<c10::TupleType>();
+      std::vector<c10::IValue> items;
+      if (v.isTuple()) {
+        for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(e);
+      } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) items.push_back(e);
+      } else {
+        return mismatch();
+      }
+      if (items.size() != tt.elements().size()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": expected a tuple of ",
+                                                       tt.elements().size(), " elements, found ",
+                                                       items.size()));
+      }
+      std::vector<c10::IValue> out;
+      for (size_t i = 0; i < items.size(); ++i) {
+        auto e = Conform(items[i], tt.elements()[i], absl::StrCat(where, "[", i, "]"));
+        if (!e.ok()) return e.status();
+        out.push_back(*e);
+      }
+      if (tt.schema() != nullptr) {
+        return c10::IValue(c10::ivalue::Tuple::createNamed(std::move(out), type->cast<c10::TupleType>()));
+      }
+      return c10::IValue(c10::ivalue::Tuple::create(std::move(out)));
+    }
+    case c10::TypeKind::FloatType:
+      if (v.isInt()) return c10::IValue(static_cast<double>(v.toInt()));
+      if (!v.isDouble()) return mismatch();
+      return v;
+    default:
+      if (!v.type()->isSubtypeOf(*type)) return mismatch();
+      return v;
+  }
+}
+
+bool IsIndexTensor(const at::Tensor& t) {
+  return t.dim() == 1 && c10::isIntegralType(t.scalar_type(), /*includeBool=*/false);
+}
+
+bool LooksLikeOffsets(const at::Tensor& t) {
+  if (!IsIndexTensor(t) || t.numel() == 0) return false;
+  at::Tensor c = t.cpu();
+  if (c[0].item<int64_t>() != 0) return false;
+  return t.numel() == 1 || (c.slice(0, 1) - c.slice(0, 0, -1)).min().item<int64_t>() >= 0;
+}
+
+std::vector<std::string> PathParts(const std::string& path) {
+  std::vector<std::string> parts = absl::StrSplit(path, '[', absl::SkipEmpty());
+  return parts;
+}
+
+size_t CommonSuffix(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
+  return n;
+}
+
+// offsets path -> length of the indices tensor it indexes.
+std::map<std::string, int64_t> FindOffsets(const NamedTensors& flat) {
+  std::map<std::string, int64_t> out;
+  for (size_t i = 0; i < flat.size(); ++i) {
+    const auto& [path, o] = flat[i];
+    if (!LooksLikeOffsets(o)) continue;
+    int64_t last = o.cpu()[-1].item<int64_t>();
+    std::vector<std::string> op = PathParts(path);
+    int best = -1;
+    std::tuple<int, size_t, int64_t> best_score{-1, 0, 0};
+    for (size_t j = 0; j < flat.size(); ++j) {
+      const auto& [ppath, p] = flat[j];
+      if (j == i || !IsIndexTensor(p) || p.numel() < last || p.numel() + 1 < o.numel()) continue;
+      std::vector<std::string> pp = PathParts(ppath);
+      int differing = 0;
+      size_t suffix = 0;
+      if (pp.size() == op.size()) {
+        for (size_t k = 0; k < pp.size(); ++k) {
+          if (pp[k] != op[k]) {
+            ++differing;
+            suffix = CommonSuffix(pp[k], op[k]);
+          }
+        }
+      }
+      int sibling = differing == 1 ? 1 : 0;
+      // Nearest before the offsets wins a tie (EmbeddingBag(indices, offsets) order).
+      int64_t nearness = j < i ? -static_cast<int64_t>(i - j) : -static_cast<int64_t>(flat.size() + j);
+      std::tuple<int, size_t, int64_t> score{sibling, suffix, nearness};
+      if (best < 0 || score > best_score) {
+        best = static_cast<int>(j);
+        best_score = score;
+      }
+    }
+    if (best >= 0) out[path] = flat[best].second.numel();
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<c10::IValue>> ConformToTypes(const std::vector<c10::TypePtr>& types,
+                                                        const std::vector<c10::IValue>& args) {
+  if (args.size() != types.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", types.size(), " inputs, found ", args.size()));
+  }
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto v = Conform(args[i], types[i], absl::StrCat("input ", i));
+    if (!v.ok()) return v.status();
+    out.push_back(*v);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<c10::IValue>> ConformToSchema(const c10::FunctionSchema& schema,
+                                                         const std::vector<c10::IValue>& args) {
+  const auto& params = schema.arguments();
+  size_t first = 0;
+  if (!params.empty() && params[0].name() == "self" &&
+      params[0].type()->kind() == c10::TypeKind::ClassType) {
+    first = 1;
+  }
+  size_t declared = params.size() - first;
+  if (args.size() > declared) {
+    return absl::InvalidArgumentError(absl::StrCat(schema.name(), " takes ", declared,
+                                                   " arguments, the sample inputs give ",
+                                                   args.size()));
+  }
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < declared; ++i) {
+    const c10::Argument& p = params[first + i];
+    if (i >= args.size()) {
+      if (!p.default_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            schema.name(), " takes ", declared, " arguments, the sample inputs give ", args.size(),
+            " (argument '", p.name(), "' has no default)"));
+      }
+      out.push_back(*p.default_value());
+      continue;
+    }
+    auto v = Conform(args[i], p.type(), absl::StrCat("argument '", p.name(), "'"));
+    if (!v.ok()) return v.status();
+    out.push_back(*v);
+  }
+  return out;
+}
+
+c10::IValue MapTensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  return MapWithPath(v, "", [&](const std::string&, const at::Tensor& t) { return fn(t); });
+}
+
+std::vector<c10::IValue> MapTensors(const std::vector<c10::IValue>& vs,
+                                    const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  std::vector<c10::IValue> out;
+  out.reserve(vs.size());
+  for (const c10::IValue& v : vs) out.push_back(MapTensors(v, fn));
+  return out;
+}
+
+void FlattenTensors(const c10::IValue& v, const std::string& path, NamedTensors* out) {
+  if (v.isTensor()) {
+    out->emplace_back(path, v.toTensor());
+  } else if (v.isTuple()) {
+    const auto& el = v.toTupleRef().elements();
+    for (size_t i = 0; i < el.size(); ++i) FlattenTensors(el[i], absl::StrCat(path, "[", i, "]"), out);
+  } else if (v.isList()) {
+    auto list = v.toListRef();
+    for (size_t i = 0; i < list.size(); ++i) FlattenTensors(list[i], absl::StrCat(path, "[", i, "]"), out);
+  } else if (v.isGenericDict()) {
+    std::vector<std::pair<std::string, c10::IValue>> items;
+    for (const auto& kv : v.toGenericDict()) items.emplace_back(KeyString(kv.key()), kv.value());
+    std::sort(items.begin(), items.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [k, val] : items) FlattenTensors(val, absl::StrCat(path, "[", k, "]"), out);
+  }
+}
+
+NamedTensors FlattenTensors(const std::vector<c10::IValue>& vs, const std::string& prefix) {
+  NamedTensors out;
+  for (size_t i = 0; i < vs.size(); ++i) FlattenTensors(vs[i], absl::StrCat(prefix, "[", i, "]"), &out);
+  return out;
+}
+
+std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples) {
+  std::map<std::string, int64_t> offsets = FindOffsets(FlattenTensors(samples, ""));
+  return MapAllWithPath(samples, "", [&](const std::string& path, const at::Tensor& t) {
+    if (t.dim() == 0) return t;
+    auto it = offsets.find(path);
+    if (it == offsets.end()) return at::cat({t, t}, 0);
+    int64_t n = it->second;  // indices per copy
+    bool include_last = t.numel() >= 2 && t[-1].item<int64_t>() == n;
+    at::Tensor head = include_last ? t.slice(0, 0, -1) : t;
+    return at::cat({head, t + n}, 0);
+  });
+}
+
+std::vector<c10::IValue> RandomInputsLike(const std::vector<c10::IValue>& samples, at::Generator& gen,
+                                          int64_t batch_scale) {
+  std::vector<c10::IValue> base = batch_scale == 2 ? DoubleBatch(samples) : samples;
+  NamedTensors flat = FlattenTensors(base, "");
+  std::map<std::string, int64_t> offsets = FindOffsets(flat);
+  std::map<std::string, at::Tensor> drawn;
+  for (const auto& [path, t0] : flat) {
+    at::Tensor t = t0.detach().cpu();
+    std::vector<int64_t> shape = t.sizes().vec();
+    at::Tensor r;
+    if (c10::isFloatingType(t.scalar_type())) {
+      double mean = t.numel() ? t.to(at::kDouble).mean().item<double>() : 0.0;
+      double std = t.numel() > 1 ? t.to(at::kDouble).std().item<double>() : 1.0;
+      if (!(std > 0)) std = 1.0;
+      r = (at::randn(shape, gen, at::TensorOptions().dtype(at::kDouble)) * std + mean).to(t.scalar_type());
+    } else if (t.scalar_type() == at::kBool) {
+      r = at::randint(0, 2, shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
+    } else if (offsets.count(path) != 0 || !c10::isIntegralType(t.scalar_type(), false)) {
+      r = t.clone();  // offsets stay monotone; other dtypes (complex, quantized) are kept
+    } else {
+      int64_t lo = t.numel() ? t.min().item<int64_t>() : 0;
+      int64_t hi = t.numel() ? t.max().item<int64_t>() : 0;
+      r = at::randint(lo, hi + 1, shape, gen, at::TensorOptions().dtype(t.scalar_type()));
+    }
+    drawn[path] = r.to(t0.device());
+  }
+  return MapAllWithPath(base, "", [&](const std::string& path, const at::Tensor& t) {
+    auto it = drawn.find(path);
+    return it == drawn.end() ? t : it->second;
+  });
+}
+
+}  // namespace sentier
