@@ -1,0 +1,928 @@
+#!/usr/bin/env python3
+"""Builds Sentier's model corpus: recommendation architectures as TorchScript archives.
+
+Every model is written the way PyTorch users write them (nn.ModuleList loops, outs.append(...),
+split sizes in attributes, list and dict inputs), kept small (each archive well under 1 MB) but
+with a realistic structure (64 towers, 256 branches, 20 highway layers, ...). For each model:
+
+  DIR/<name>/scripted.pt   torch.jit.script(model), saved with torch.jit.save
+  DIR/<name>/traced.pt     torch.jit.trace(model, inputs), where tracing keeps the semantics
+  DIR/<name>/inputs.pt     torch.save(tuple of forward arguments) at batch size --batch
+
+Usage:
+  /usr/bin/python3 testdata/models/make_corpus.py --out DIR [--batch 16] [--models a,b] [--inputs_only]
+
+Everything is deterministic: each model has a fixed seed; the weights are drawn after
+torch.manual_seed(seed), the inputs after torch.manual_seed(seed + 1), so --inputs_only (e.g.
+--batch 4096 for already saved archives) draws the same kind of inputs without the archives.
+Modules stay in training mode (the default); no model draws random numbers in forward (no dropout
+with p > 0), so scripted and traced twins give the same outputs.
+
+Runs unchanged under torch 1.13 and torch 2.x (only torch.jit.script/trace/save, torch.save,
+nn.*, F.*). The architectures are this project's own code; each class cites the paper and a
+public reference implementation it follows.
+"""
+
+import argparse
+import copy
+import os
+import sys
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+# --------------------------------------------------------------------------------------------
+# Input helpers (all draw from the global generator, seeded by the caller).
+
+
+def _dense(batch: int, dim: int) -> Tensor:
+    return torch.randn(batch, dim)
+
+
+def _ids(batch: int, vocab_sizes: List[int]) -> Tensor:
+    """One int64 id per field, column f within [0, vocab_sizes[f])."""
+    cols = [torch.randint(0, v, (batch,), dtype=torch.int64) for v in vocab_sizes]
+    return torch.stack(cols, 1)
+
+
+def _bags(batch: int, rows: int) -> Tuple[Tensor, Tensor]:
+    """EmbeddingBag input: bags of 1-3 indices; offsets of length batch, monotone from 0."""
+    lengths = torch.randint(1, 4, (batch,), dtype=torch.int64)
+    offsets = torch.zeros(batch, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(lengths, 0)[:-1]
+    indices = torch.randint(0, rows, (int(lengths.sum().item()),), dtype=torch.int64)
+    return indices, offsets
+
+
+def _mlp(sizes: List[int], final_act: bool = False) -> nn.Sequential:
+    layers: List[nn.Module] = []
+    for k in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[k], sizes[k + 1]))
+        if k < len(sizes) - 2 or final_act:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+# --------------------------------------------------------------------------------------------
+# Models.
+
+
+class DLRM(nn.Module):
+    """DLRM: Naumov et al. 2019, "Deep Learning Recommendation Model for Personalization and
+    Recommendation Systems", arXiv:1906.00091; reference code facebookresearch/dlrm
+    (dlrm_s_pytorch.py: apply_mlp, apply_emb, interact_features with dot interaction).
+
+    Bottom MLP over dense features, one EmbeddingBag(mode="sum") per sparse table, pairwise dot
+    products of all feature vectors (strictly lower triangle), top MLP, sigmoid.
+    """
+
+    def __init__(self, num_dense: int = 13, num_tables: int = 8, rows: int = 100, dim: int = 16):
+        super().__init__()
+        self.bot_l = _mlp([num_dense, 32, dim], final_act=True)
+        self.emb_l = nn.ModuleList([nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(num_tables)])
+        n = num_tables + 1
+        li = [i for i in range(n) for j in range(i)]
+        lj = [j for i in range(n) for j in range(i)]
+        self.register_buffer("li", torch.tensor(li, dtype=torch.int64))
+        self.register_buffer("lj", torch.tensor(lj, dtype=torch.int64))
+        self.top_l = _mlp([dim + len(li), 32, 16, 1])
+
+    def forward(self, dense: Tensor, indices: List[Tensor], offsets: List[Tensor]) -> Tensor:
+        x = self.bot_l(dense)
+        ly: List[Tensor] = []
+        i = 0
+        for emb in self.emb_l:
+            ly.append(emb(indices[i], offsets[i]))
+            i += 1
+        (batch_size, d) = x.shape
+        T = torch.cat([x] + ly, dim=1).view(batch_size, -1, d)
+        Z = torch.bmm(T, torch.transpose(T, 1, 2))
+        Zflat = Z[:, self.li, self.lj]
+        R = torch.cat([x, Zflat], dim=1)
+        return torch.sigmoid(self.top_l(R))
+
+
+class DCNv2(nn.Module):
+    """DCN-v2: Wang et al. 2021, "DCN V2: Improved Deep & Cross Network and Practical Lessons for
+    Web-scale Learning to Rank Systems", arXiv:2008.13535; reference code
+    tensorflow/recommenders (tfrs.layers.dcn.Cross) and shenweichen/DeepCTR-Torch (CrossNet,
+    parameterization="matrix").
+
+    One nn.Embedding per sparse column (columns taken with torch.unbind), x0 = cat(dense, embs);
+    full-rank cross layers x_{l+1} = x0 * (W x_l + b) + x_l in parallel with a deep MLP on x0;
+    the two are concatenated into a linear head.
+    """
+
+    def __init__(self, num_dense: int = 13, vocab_sizes: Optional[List[int]] = None, dim: int = 8,
+                 num_cross: int = 3):
+        super().__init__()
+        if vocab_sizes is None:
+            vocab_sizes = [50, 80, 120, 60, 200, 90, 70, 150]
+        self.embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab_sizes])
+        d0 = num_dense + dim * len(vocab_sizes)
+        self.cross = nn.ModuleList([nn.Linear(d0, d0) for _ in range(num_cross)])
+        self.deep = _mlp([d0, 64, 32], final_act=True)
+        self.head = nn.Linear(d0 + 32, 1)
+
+    def forward(self, sparse: Tensor, dense: Tensor) -> Tensor:
+        cols = torch.unbind(sparse, 1)
+        feats: List[Tensor] = [dense]
+        i = 0
+        for emb in self.embs:
+            feats.append(emb(cols[i]))
+            i += 1
+        x0 = torch.cat(feats, 1)
+        xl = x0
+        for layer in self.cross:
+            xl = x0 * layer(xl) + xl
+        deep = self.deep(x0)
+        return torch.sigmoid(self.head(torch.cat([xl, deep], 1)))
+
+
+class DeepFM(nn.Module):
+    """DeepFM: Guo et al. 2017, "DeepFM: A Factorization-Machine based Neural Network for CTR
+    Prediction", arXiv:1703.04247; reference code shenweichen/DeepCTR-Torch (models/deepfm.py,
+    layers FM) and ChenglongChen/tensorflow-DeepFM.
+
+    Per-field first-order weights (Embedding(v, 1)) and second-order embeddings (Embedding(v, k));
+    FM term 0.5 * ((sum_f e_f)^2 - sum_f e_f^2); a deep MLP over the concatenated embeddings.
+    """
+
+    def __init__(self, vocab_sizes: Optional[List[int]] = None, dim: int = 8):
+        super().__init__()
+        if vocab_sizes is None:
+            vocab_sizes = [60, 100, 80, 50, 120, 90, 70, 110, 55, 65]
+        self.first_order = nn.ModuleList([nn.Embedding(v, 1) for v in vocab_sizes])
+        self.embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab_sizes])
+        self.bias = nn.Parameter(torch.zeros(1))
+        self.dnn = _mlp([dim * len(vocab_sizes), 64, 32, 1])
+
+    def forward(self, sparse: Tensor) -> Tensor:
+        first: List[Tensor] = []
+        i = 0
+        for w in self.first_order:
+            first.append(w(sparse[:, i]))
+            i += 1
+        embs: List[Tensor] = []
+        i = 0
+        for emb in self.embs:
+            embs.append(emb(sparse[:, i]))
+            i += 1
+        linear = torch.cat(first, 1).sum(1, keepdim=True) + self.bias
+        E = torch.stack(embs, 1)  # (B, F, k)
+        square_of_sum = torch.pow(torch.sum(E, 1), 2)
+        sum_of_square = torch.sum(E * E, 1)
+        fm = 0.5 * torch.sum(square_of_sum - sum_of_square, 1, keepdim=True)
+        deep = self.dnn(torch.cat(embs, 1))
+        return torch.sigmoid(linear + fm + deep)
+
+
+class WideDeep(nn.Module):
+    """Wide & Deep: Cheng et al. 2016, "Wide & Deep Learning for Recommender Systems",
+    arXiv:1606.07792; reference code tensorflow/models (official/recommendation, wide_deep) and
+    shenweichen/DeepCTR-Torch (models/wdl.py).
+
+    Wide part: a linear model over dense features plus hashed cross-product features of sparse
+    field pairs (one weight per hash bucket); deep part: per-field embeddings concatenated with
+    the dense features through an MLP; logits added, sigmoid.
+    """
+
+    def __init__(self, num_dense: int = 13, vocab_sizes: Optional[List[int]] = None, dim: int = 8,
+                 hash_buckets: int = 200):
+        super().__init__()
+        if vocab_sizes is None:
+            vocab_sizes = [50, 70, 90, 110, 130, 60]
+        self.hash_buckets = hash_buckets
+        self.register_buffer("cross_a", torch.tensor([0, 0, 1, 2, 3], dtype=torch.int64))
+        self.register_buffer("cross_b", torch.tensor([1, 2, 3, 4, 5], dtype=torch.int64))
+        self.wide_dense = nn.Linear(num_dense, 1)
+        self.wide_cross = nn.Embedding(hash_buckets, 1)
+        self.embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab_sizes])
+        self.deep = _mlp([num_dense + dim * len(vocab_sizes), 64, 32, 1])
+
+    def forward(self, dense: Tensor, sparse: Tensor) -> Tensor:
+        crosses = (sparse[:, self.cross_a] * 7919 + sparse[:, self.cross_b]) % self.hash_buckets
+        wide = self.wide_dense(dense) + self.wide_cross(crosses).sum(1)
+        feats: List[Tensor] = [dense]
+        i = 0
+        for emb in self.embs:
+            feats.append(emb(sparse[:, i]))
+            i += 1
+        deep = self.deep(torch.cat(feats, 1))
+        return torch.sigmoid(wide + deep)
+
+
+class MMoE(nn.Module):
+    """MMoE: Ma et al. 2018, "Modeling Task Relationships in Multi-task Learning with
+    Multi-gate Mixture-of-Experts", KDD 2018 (doi:10.1145/3219819.3220007); reference code
+    shenweichen/DeepCTR-Torch (models/multitask/mmoe.py) and drawbridge/keras-mmoe.
+
+    Eight experts (Linear + ReLU) on the shared input, one softmax gate per task mixing the
+    stacked expert outputs, one tower per task.
+    """
+
+    def __init__(self, d_in: int = 32, num_experts: int = 8, d_expert: int = 16, num_tasks: int = 2):
+        super().__init__()
+        self.experts = nn.ModuleList(
+            [nn.Sequential(nn.Linear(d_in, d_expert), nn.ReLU()) for _ in range(num_experts)])
+        self.gates = nn.ModuleList([nn.Linear(d_in, num_experts) for _ in range(num_tasks)])
+        self.towers = nn.ModuleList([_mlp([d_expert, 8, 1]) for _ in range(num_tasks)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        expert_outs: List[Tensor] = []
+        for expert in self.experts:
+            expert_outs.append(expert(x))
+        E = torch.stack(expert_outs, 1)  # (B, experts, d)
+        preds: List[Tensor] = []
+        for gate, tower in zip(self.gates, self.towers):
+            g = torch.softmax(gate(x), dim=1)
+            mixed = torch.bmm(g.unsqueeze(1), E).squeeze(1)
+            preds.append(torch.sigmoid(tower(mixed)))
+        return torch.cat(preds, 1)
+
+
+class CGC(nn.Module):
+    """Customized Gate Control layer of PLE for two tasks (the last extraction layer): task
+    experts see their task's input, shared experts the shared input; each task's gate mixes its
+    own and the shared experts."""
+
+    def __init__(self, d_in: int, d_expert: int, n_specific: int, n_shared: int):
+        super().__init__()
+        self.task1_experts = nn.ModuleList(
+            [nn.Sequential(nn.Linear(d_in, d_expert), nn.ReLU()) for _ in range(n_specific)])
+        self.task2_experts = nn.ModuleList(
+            [nn.Sequential(nn.Linear(d_in, d_expert), nn.ReLU()) for _ in range(n_specific)])
+        self.shared_experts = nn.ModuleList(
+            [nn.Sequential(nn.Linear(d_in, d_expert), nn.ReLU()) for _ in range(n_shared)])
+        self.gate1 = nn.Linear(d_in, n_specific + n_shared)
+        self.gate2 = nn.Linear(d_in, n_specific + n_shared)
+
+    def run_experts(self, x1: Tensor, x2: Tensor, xs: Tensor) -> Tuple[List[Tensor], List[Tensor], List[Tensor]]:
+        e1: List[Tensor] = []
+        for expert in self.task1_experts:
+            e1.append(expert(x1))
+        e2: List[Tensor] = []
+        for expert in self.task2_experts:
+            e2.append(expert(x2))
+        es: List[Tensor] = []
+        for expert in self.shared_experts:
+            es.append(expert(xs))
+        return e1, e2, es
+
+    def mix(self, gate_logits: Tensor, experts: List[Tensor]) -> Tensor:
+        g = torch.softmax(gate_logits, dim=1).unsqueeze(2)  # (B, n, 1)
+        return torch.sum(g * torch.stack(experts, 1), 1)
+
+    def forward(self, x1: Tensor, x2: Tensor, xs: Tensor) -> Tuple[Tensor, Tensor]:
+        e1, e2, es = self.run_experts(x1, x2, xs)
+        y1 = self.mix(self.gate1(x1), e1 + es)
+        y2 = self.mix(self.gate2(x2), e2 + es)
+        return y1, y2
+
+
+class ExtractionLayer(CGC):
+    """A PLE extraction layer below the last one: CGC plus a shared gate over all experts."""
+
+    def __init__(self, d_in: int, d_expert: int, n_specific: int, n_shared: int):
+        super().__init__(d_in, d_expert, n_specific, n_shared)
+        self.gate_shared = nn.Linear(d_in, 2 * n_specific + n_shared)
+
+    def forward(self, x1: Tensor, x2: Tensor, xs: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        e1, e2, es = self.run_experts(x1, x2, xs)
+        y1 = self.mix(self.gate1(x1), e1 + es)
+        y2 = self.mix(self.gate2(x2), e2 + es)
+        ys = self.mix(self.gate_shared(xs), e1 + e2 + es)
+        return y1, y2, ys
+
+
+class PLE(nn.Module):
+    """PLE: Tang et al. 2020, "Progressive Layered Extraction (PLE): A Novel Multi-Task Learning
+    (MTL) Model for Personalized Recommendations", RecSys 2020 (doi:10.1145/3383313.3412236);
+    reference code shenweichen/DeepCTR-Torch (models/multitask/ple.py).
+
+    Two tasks, two levels: an extraction layer (2 specific experts per task, 2 shared experts,
+    per-task gates and a shared gate, all fed the same input) and a final CGC layer; one tower
+    per task.
+    """
+
+    def __init__(self, d_in: int = 32, d_expert: int = 16):
+        super().__init__()
+        self.level1 = ExtractionLayer(d_in, d_expert, 2, 2)
+        self.level2 = CGC(d_expert, d_expert, 2, 2)
+        self.tower1 = _mlp([d_expert, 8, 1])
+        self.tower2 = _mlp([d_expert, 8, 1])
+
+    def forward(self, x: Tensor) -> Tensor:
+        h1, h2, hs = self.level1(x, x, x)
+        y1, y2 = self.level2(h1, h2, hs)
+        return torch.cat([torch.sigmoid(self.tower1(y1)), torch.sigmoid(self.tower2(y2))], 1)
+
+
+class Tower(nn.Module):
+    """One side of a two-tower model: per-field embeddings and dense features through an MLP,
+    L2-normalized."""
+
+    def __init__(self, vocab_sizes: List[int], d_dense: int, dim: int, d_out: int):
+        super().__init__()
+        self.embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab_sizes])
+        self.mlp = _mlp([d_dense + dim * len(vocab_sizes), 64, d_out])
+
+    def forward(self, sparse: Tensor, dense: Tensor) -> Tensor:
+        feats: List[Tensor] = [dense]
+        i = 0
+        for emb in self.embs:
+            feats.append(emb(sparse[:, i]))
+            i += 1
+        return F.normalize(self.mlp(torch.cat(feats, 1)), p=2.0, dim=1)
+
+
+class TwoTower(nn.Module):
+    """Two-tower retrieval: Covington et al. 2016, "Deep Neural Networks for YouTube
+    Recommendations" (RecSys 2016), Huang et al. 2013 (DSSM), Yi et al. 2019, "Sampling-Bias-
+    Corrected Neural Modeling for Large Corpus Item Recommendations" (in-batch softmax); reference
+    code tensorflow/recommenders (tfrs.tasks.Retrieval).
+
+    User and item towers, L2-normalized, in-batch logits u @ v^T / temperature.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.user_tower = Tower([200, 50, 30, 12], d_dense=8, dim=16, d_out=32)
+        self.item_tower = Tower([150, 40, 25], d_dense=6, dim=16, d_out=32)
+        self.temperature = 0.05
+
+    def forward(self, user_sparse: Tensor, user_dense: Tensor, item_sparse: Tensor,
+                item_dense: Tensor) -> Tensor:
+        u = self.user_tower(user_sparse, user_dense)
+        v = self.item_tower(item_sparse, item_dense)
+        return torch.matmul(u, v.t()) / self.temperature
+
+
+class InteractingLayer(nn.Module):
+    """AutoInt's interacting layer: multi-head self-attention over fields with a residual
+    projection (the paper's W_Query, W_Key, W_Value, W_Res have no bias)."""
+
+    def __init__(self, d_in: int, d_head: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.d_head = d_head
+        self.w_query = nn.Linear(d_in, d_head * heads, bias=False)
+        self.w_key = nn.Linear(d_in, d_head * heads, bias=False)
+        self.w_value = nn.Linear(d_in, d_head * heads, bias=False)
+        self.w_res = nn.Linear(d_in, d_head * heads, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b = x.size(0)
+        f = x.size(1)
+        q = self.w_query(x).view(b, f, self.heads, self.d_head).transpose(1, 2)
+        k = self.w_key(x).view(b, f, self.heads, self.d_head).transpose(1, 2)
+        v = self.w_value(x).view(b, f, self.heads, self.d_head).transpose(1, 2)
+        att = torch.softmax(torch.matmul(q, k.transpose(2, 3)), dim=-1)  # (B, H, F, F)
+        out = torch.matmul(att, v).transpose(1, 2).reshape(b, f, self.heads * self.d_head)
+        return F.relu(out + self.w_res(x))
+
+
+class AutoInt(nn.Module):
+    """AutoInt: Song et al. 2019, "AutoInt: Automatic Feature Interaction Learning via
+    Self-Attentive Neural Networks", arXiv:1810.11921; reference code shichence/AutoInt and
+    shenweichen/DeepCTR-Torch (layers InteractingLayer).
+
+    Per-field embeddings stacked to (B, F, d), two interacting layers (multi-head self-attention
+    over fields written with Linear projections, matmul and softmax, plus residual), a linear head
+    over the flattened result.
+    """
+
+    def __init__(self, vocab_sizes: Optional[List[int]] = None, dim: int = 16):
+        super().__init__()
+        if vocab_sizes is None:
+            vocab_sizes = [80, 60, 120, 50, 100, 70, 90, 110]
+        self.embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab_sizes])
+        self.layers = nn.ModuleList([InteractingLayer(dim, 8, 2), InteractingLayer(16, 8, 2)])
+        self.head = nn.Linear(16 * len(vocab_sizes), 1)
+
+    def forward(self, sparse: Tensor) -> Tensor:
+        embs: List[Tensor] = []
+        i = 0
+        for emb in self.embs:
+            embs.append(emb(sparse[:, i]))
+            i += 1
+        x = torch.stack(embs, 1)
+        for layer in self.layers:
+            x = layer(x)
+        return torch.sigmoid(self.head(torch.flatten(x, 1)))
+
+
+class DIN(nn.Module):
+    """DIN: Zhou et al. 2018, "Deep Interest Network for Click-Through Rate Prediction",
+    arXiv:1706.06978; reference code zhougr1993/DeepInterestNetwork and shenweichen/DeepCTR-Torch
+    (layers LocalActivationUnit, AttentionSequencePoolingLayer).
+
+    The candidate item's embedding attends over the behaviour sequence: an MLP on
+    [q, k, q - k, q * k] gives one weight per step (masked, not softmax-normalized, as in the
+    paper); the weighted sum, the user profile and the candidate feed the output MLP. PReLU
+    stands in for the paper's Dice activation.
+    """
+
+    def __init__(self, num_items: int = 200, dim: int = 16, d_user: int = 8):
+        super().__init__()
+        self.item_emb = nn.Embedding(num_items, dim)
+        self.att = nn.Sequential(nn.Linear(4 * dim, 32), nn.PReLU(), nn.Linear(32, 16), nn.PReLU(),
+                                 nn.Linear(16, 1))
+        self.mlp = nn.Sequential(nn.Linear(d_user + 2 * dim, 64), nn.PReLU(), nn.Linear(64, 32),
+                                 nn.PReLU(), nn.Linear(32, 1))
+
+    def forward(self, user: Tensor, target: Tensor, history: Tensor, mask: Tensor) -> Tensor:
+        q = self.item_emb(target)  # (B, d)
+        k = self.item_emb(history)  # (B, T, d)
+        qe = q.unsqueeze(1).expand_as(k)
+        scores = self.att(torch.cat([qe, k, qe - k, qe * k], dim=2)).squeeze(2)  # (B, T)
+        scores = scores * mask
+        pooled = torch.sum(scores.unsqueeze(2) * k, 1)
+        return torch.sigmoid(self.mlp(torch.cat([user, pooled, q], 1)))
+
+
+class Towers(nn.Module):
+    """Per-feature towers: one small MLP per dense feature group, the shape that horizontal
+    fusion targets in production rankers (public reference: PyTorch's own horizontal-fusion pass,
+    pytorch/pytorch torch/_inductor/fx_passes/group_batch_fusion.py, batches exactly such
+    per-feature Linear/LayerNorm/activation groups; cf. the per-feature modules of DHEN, Zhang et
+    al. 2022, arXiv:2203.11014).
+
+    x (B, 64 * d) is split into 64 pieces of d; tower i is Linear(d, h) -> tanh -> LayerNorm(h)
+    -> Linear(h, h2) -> relu, the towers' outputs are concatenated. Written with three
+    ModuleLists iterated together and a counter indexing the pieces.
+    """
+
+    def __init__(self, num: int = 64, d: int = 8, h: int = 16, h2: int = 8):
+        super().__init__()
+        self.d = d
+        self.l1 = nn.ModuleList([nn.Linear(d, h) for _ in range(num)])
+        self.ln = nn.ModuleList([nn.LayerNorm(h) for _ in range(num)])
+        self.l2 = nn.ModuleList([nn.Linear(h, h2) for _ in range(num)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        parts = torch.split(x, self.d, 1)
+        outs: List[Tensor] = []
+        i = 0
+        for l1, ln, l2 in zip(self.l1, self.ln, self.l2):
+            h = torch.tanh(l1(parts[i]))
+            h = ln(h)
+            outs.append(torch.relu(l2(h)))
+            i += 1
+        return torch.cat(outs, 1)
+
+
+class Wide(nn.Module):
+    """A 256-branch wide model: one small Linear per input slice (very wide per-feature layers
+    as in large rankers, e.g. DHEN, Zhang et al. 2022, arXiv:2203.11014; the case batched by
+    pytorch/pytorch torch/_inductor/fx_passes/group_batch_fusion.py).
+
+    x (B, 256 * d) split into 256 slices; branch i is Linear(d, d_out) -> SiLU; concatenated.
+    """
+
+    __constants__ = ["d"]
+
+    def __init__(self, branches: int = 256, d: int = 4, d_out: int = 4):
+        super().__init__()
+        self.d = d
+        self.branches = nn.ModuleList([nn.Linear(d, d_out) for _ in range(branches)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        parts = torch.split(x, self.d, dim=1)
+        outs: List[Tensor] = []
+        i = 0
+        for branch in self.branches:
+            outs.append(F.silu(branch(parts[i])))
+            i += 1
+        return torch.cat(outs, dim=1)
+
+
+class Highway(nn.Module):
+    """Highway network: Srivastava et al. 2015, "Highway Networks", arXiv:1505.00387 (also the
+    self-gating layers of recommendation MLPs); reference: the highway layers of
+    allenai/allennlp (modules/highway.py), written here with separate gate and hidden Linears.
+
+    20 layers: t = sigmoid(gate(x)); h = relu(lin(x)); x = t * h + (1 - t) * x.
+    """
+
+    def __init__(self, d: int = 32, layers: int = 20):
+        super().__init__()
+        self.gates = nn.ModuleList([nn.Linear(d, d) for _ in range(layers)])
+        self.lins = nn.ModuleList([nn.Linear(d, d) for _ in range(layers)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        for gate, lin in zip(self.gates, self.lins):
+            t = torch.sigmoid(gate(x))
+            h = F.relu(lin(x))
+            x = t * h + (1 - t) * x
+        return x
+
+
+class TransformerSeq(nn.Module):
+    """Transformer block over a behaviour sequence, as in BST: Chen et al. 2019, "Behavior
+    Sequence Transformer for E-commerce Recommendation in Alibaba", arXiv:1905.06874 (Vaswani et
+    al. 2017 encoder layer); reference: torch.nn.TransformerEncoderLayer.
+
+    One TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
+    batch_first=True) over (B, T, 32), mean pooling over T, a linear head.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                                  dropout=0.0, batch_first=True)
+        self.head = nn.Linear(32, 1)
+
+    def forward(self, seq: Tensor) -> Tensor:
+        h = self.encoder(seq)
+        return self.head(h.mean(1))
+
+
+class ListInput(nn.Module):
+    """Per-feature projections over a list input (one dense tensor per feature), the input
+    convention of TorchRec-style KeyedTensor consumers (pytorch/torchrec) and DeepCTR's
+    per-feature dense inputs: xs[i] -> Linear -> relu, concatenated, linear head."""
+
+    def __init__(self, num: int = 16, d: int = 8, h: int = 16):
+        super().__init__()
+        self.proj = nn.ModuleList([nn.Linear(d, h) for _ in range(num)])
+        self.head = nn.Linear(num * h, 1)
+
+    def forward(self, xs: List[Tensor]) -> Tensor:
+        outs: List[Tensor] = []
+        i = 0
+        for layer in self.proj:
+            outs.append(F.relu(layer(xs[i])))
+            i += 1
+        return self.head(torch.cat(outs, 1))
+
+
+class DictInput(nn.Module):
+    """Named-feature model over a dict input, the convention of TorchRec's KeyedTensor.to_dict()
+    and of serving stacks that pass feature maps (pytorch/torchrec); wide-and-deep shaped
+    (Cheng et al. 2016, arXiv:1606.07792): the raw features in a fixed key order (self.keys) feed
+    a linear wide part, a per-key Linear + relu (nn.ModuleDict) feeds the deep part."""
+
+    def __init__(self):
+        super().__init__()
+        dims = {"user_dense": 8, "item_dense": 6, "context": 4, "ctr_7d": 4, "price": 2, "age": 1}
+        self.keys: List[str] = list(dims.keys())
+        self.proj = nn.ModuleDict({k: nn.Linear(dims[k], 8) for k in self.keys})
+        self.wide = nn.Linear(sum(dims.values()), 1)
+        self.head = nn.Linear(8 * len(dims), 1)
+
+    def forward(self, feats: Dict[str, Tensor]) -> Tensor:
+        raw: List[Tensor] = []
+        for k in self.keys:
+            raw.append(feats[k])
+        wide = self.wide(torch.cat(raw, 1))
+        deep: List[Tensor] = []
+        for name, layer in self.proj.items():
+            deep.append(F.relu(layer(feats[name])))
+        return torch.sigmoid(wide + self.head(torch.cat(deep, 1)))
+
+
+class DataDependentIf(nn.Module):
+    """Missing-value imputation behind a data-dependent `if` (a common serving-side guard; no
+    specific paper): only when the batch has a NaN are the NaNs replaced by learned defaults
+    (the Criteo pipeline of facebookresearch/dlrm fills missing dense values with a constant
+    offline instead). Then 4 feature groups (split with an int attribute) get a LayerNorm
+    each and an MLP; a linear skip connection reads the raw groups glued back together."""
+
+    def __init__(self, groups: int = 4, d: int = 8):
+        super().__init__()
+        self.d = d
+        self.fill = nn.Parameter(torch.zeros(groups * d))
+        self.norms = nn.ModuleList([nn.LayerNorm(d) for _ in range(groups)])
+        self.mlp = _mlp([groups * d, 32, 16], final_act=True)
+        self.head = nn.Linear(16, 1)
+        self.skip = nn.Linear(groups * d, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if bool(torch.isnan(x).any()):
+            x = torch.where(torch.isnan(x), self.fill.expand_as(x), x)
+        parts = torch.split(x, self.d, 1)
+        normed: List[Tensor] = []
+        i = 0
+        for ln in self.norms:
+            normed.append(ln(parts[i]))
+            i += 1
+        h = self.mlp(torch.cat(normed, 1))
+        raw = torch.cat(parts, 1)
+        return self.head(h) + self.skip(raw)
+
+
+class BatchNormTowers(nn.Module):
+    """Per-feature towers followed by an MLP with BatchNorm1d (buffers: running statistics,
+    updated in training mode), the BN-MLP of e.g. PNN/FiBiNET implementations
+    (shenweichen/DeepCTR-Torch DNN(use_bn=True); Ioffe & Szegedy 2015, arXiv:1502.03167).
+
+    x (B, 64) split into 8 groups of d (an int attribute), Linear(8, 16) + ReLU per group, concatenated, then Linear -> BatchNorm1d -> ReLU twice and a linear head, sigmoid.
+    """
+
+    def __init__(self, groups: int = 8, d: int = 8, h: int = 16):
+        super().__init__()
+        self.d = d
+        self.towers = nn.ModuleList([nn.Sequential(nn.Linear(d, h), nn.ReLU()) for _ in range(groups)])
+        self.mlp = nn.Sequential(nn.Linear(groups * h, 64), nn.BatchNorm1d(64), nn.ReLU(),
+                                 nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        parts = torch.split(x, self.d, 1)
+        outs: List[Tensor] = []
+        i = 0
+        for tower in self.towers:
+            outs.append(tower(parts[i]))
+            i += 1
+        return torch.sigmoid(self.mlp(torch.cat(outs, 1)))
+
+
+class FeatureGroups(nn.Module):
+    """Dense feature groups of unequal widths (sizes in a List[int] attribute), each projected
+    to a common width and stacked into a (B, F, d) field tensor for field-wise pooling: the
+    vector-valued-field embedding step of field-interaction models (cf. AutoInt's field
+    embeddings, Song et al. 2019, arXiv:1810.11921; FiBiNET, Huang et al. 2019,
+    arXiv:1905.09433); no specific reference implementation.
+
+    8 groups of widths [8, 8, 16, 8, 4, 16, 8, 8]; Linear(width, 16) + ReLU per group; stack,
+    mean over fields, linear head.
+    """
+
+    def __init__(self, d: int = 16):
+        super().__init__()
+        self.sizes: List[int] = [8, 8, 16, 8, 4, 16, 8, 8]
+        self.proj = nn.ModuleList([nn.Linear(w, d) for w in self.sizes])
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        groups = torch.split(x, self.sizes, 1)
+        fields: List[Tensor] = []
+        i = 0
+        for proj in self.proj:
+            fields.append(torch.relu(proj(groups[i])))
+            i += 1
+        return self.head(torch.stack(fields, 1).mean(1))
+
+
+class Functional(nn.Module):
+    """Feature towers written with torch.nn.functional on explicit nn.Parameter weights (one
+    stacked parameter per layer, row i for tower i), the style of hand-written modules that
+    keep per-tower weights in one tensor (no specific paper; the tower shape is that of
+    Towers above, cf. DHEN, arXiv:2203.11014).
+
+    x (B, 6 * 8) chunked into 6 pieces; tower i: F.linear -> F.layer_norm -> F.gelu -> F.linear
+    -> F.relu; concatenated; F.linear head.
+    """
+
+    __constants__ = ["n", "h"]
+
+    def __init__(self, n: int = 6, d: int = 8, h: int = 16, h2: int = 8):
+        super().__init__()
+        self.n = n
+        self.h = h
+        self.w1 = nn.Parameter(torch.randn(n, h, d) / d ** 0.5)
+        self.b1 = nn.Parameter(torch.zeros(n, h))
+        self.gamma = nn.Parameter(torch.ones(n, h))
+        self.beta = nn.Parameter(torch.zeros(n, h))
+        self.w2 = nn.Parameter(torch.randn(n, h2, h) / h ** 0.5)
+        self.b2 = nn.Parameter(torch.zeros(n, h2))
+        self.w_out = nn.Parameter(torch.randn(1, n * h2) / (n * h2) ** 0.5)
+        self.b_out = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        parts = torch.chunk(x, self.n, 1)
+        outs: List[Tensor] = []
+        for i in range(self.n):
+            h = F.linear(parts[i], self.w1[i], self.b1[i])
+            h = F.layer_norm(h, [self.h], self.gamma[i], self.beta[i])
+            h = F.gelu(h)
+            h = F.linear(h, self.w2[i], self.b2[i])
+            outs.append(F.relu(h))
+        return F.linear(torch.cat(outs, 1), self.w_out, self.b_out)
+
+
+class OptionalInput(nn.Module):
+    """Per-field towers with an optional feature-presence mask (forward(x, mask=None)): absent
+    features are zeroed when a mask is given (a generic serving convention, no specific paper;
+    the per-field layers follow FiBiNET-style field-wise processing, Huang et al. 2019,
+    arXiv:1905.09433). 6 fields of 8, Linear + relu per field, linear head."""
+
+    __constants__ = ["d"]
+
+    def __init__(self, fields: int = 6, d: int = 8, h: int = 8):
+        super().__init__()
+        self.d = d
+        self.fields = nn.ModuleList([nn.Linear(d, h) for _ in range(fields)])
+        self.head = nn.Linear(fields * h, 1)
+
+    def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+        if mask is not None:
+            x = x * mask
+        parts = torch.split(x, self.d, 1)
+        outs: List[Tensor] = []
+        i = 0
+        for layer in self.fields:
+            outs.append(F.relu(layer(parts[i])))
+            i += 1
+        return self.head(torch.cat(outs, 1))
+
+
+class TupleOutput(nn.Module):
+    """An FM + deep model over 4 dense field vectors that returns a tuple (logit, field view):
+    the same pieces are both concatenated (deep input) and stacked (FM interactions), as in
+    DeepFM/NFM code that keeps a flat and a (B, F, k) view of the fields (Guo et al. 2017,
+    arXiv:1703.04247; He & Chua 2017, NFM, arXiv:1708.05027)."""
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        self.deep = _mlp([4 * d, 32, 1])
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        a, b, c, e = torch.chunk(x, 4, 1)
+        flat = torch.cat([a, b, c, e], 1)
+        fields = torch.stack([a, b, c, e], 1)  # (B, 4, d)
+        fm = 0.5 * torch.sum(torch.sum(fields, 1) ** 2 - torch.sum(fields * fields, 1), 1, keepdim=True)
+        return self.deep(flat) + fm, fields
+
+
+# --------------------------------------------------------------------------------------------
+# Registry: name -> builder(batch) -> (module, example_args, traceable). Builders seed the
+# global generator: weights after manual_seed(seed), inputs after manual_seed(seed + 1).
+
+
+def _seeded(seed: int, make_module, make_args, traceable: bool):
+    def build(batch: int):
+        torch.manual_seed(seed)
+        module = make_module()
+        torch.manual_seed(seed + 1)
+        args = make_args(module, batch)
+        return module, args, traceable
+    return build
+
+
+def _dlrm_args(m: DLRM, batch: int):
+    indices: List[Tensor] = []
+    offsets: List[Tensor] = []
+    for emb in m.emb_l:
+        idx, off = _bags(batch, emb.num_embeddings)
+        indices.append(idx)
+        offsets.append(off)
+    return (_dense(batch, 13), indices, offsets)
+
+
+def _vocab(embs: nn.ModuleList) -> List[int]:
+    return [e.num_embeddings for e in embs]
+
+
+def _din_args(m: DIN, batch: int, steps: int = 10):
+    lengths = torch.randint(1, steps + 1, (batch,))
+    mask = (torch.arange(steps).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    n = m.item_emb.num_embeddings
+    return (_dense(batch, 8), torch.randint(0, n, (batch,), dtype=torch.int64),
+            torch.randint(0, n, (batch, steps), dtype=torch.int64), mask)
+
+
+def _two_tower_args(m: TwoTower, batch: int):
+    return (_ids(batch, _vocab(m.user_tower.embs)), _dense(batch, 8),
+            _ids(batch, _vocab(m.item_tower.embs)), _dense(batch, 6))
+
+
+def _dict_args(m: DictInput, batch: int):
+    return ({k: _dense(batch, m.proj[k].in_features) for k in m.keys},)
+
+
+REGISTRY = {
+    "dlrm": _seeded(101, DLRM, _dlrm_args, True),
+    "dcn_v2": _seeded(102, DCNv2, lambda m, b: (_ids(b, _vocab(m.embs)), _dense(b, 13)), True),
+    "deepfm": _seeded(103, DeepFM, lambda m, b: (_ids(b, _vocab(m.embs)),), True),
+    "wide_deep": _seeded(104, WideDeep, lambda m, b: (_dense(b, 13), _ids(b, _vocab(m.embs))), True),
+    "mmoe": _seeded(105, MMoE, lambda m, b: (_dense(b, 32),), True),
+    "ple": _seeded(106, PLE, lambda m, b: (_dense(b, 32),), True),
+    "two_tower": _seeded(107, TwoTower, _two_tower_args, True),
+    "autoint": _seeded(108, AutoInt, lambda m, b: (_ids(b, _vocab(m.embs)),), True),
+    "din": _seeded(109, DIN, _din_args, True),
+    "towers": _seeded(110, Towers, lambda m, b: (_dense(b, 64 * 8),), True),
+    "wide": _seeded(111, Wide, lambda m, b: (_dense(b, 256 * 4),), True),
+    "highway": _seeded(112, Highway, lambda m, b: (_dense(b, 32),), True),
+    "transformer": _seeded(113, TransformerSeq, lambda m, b: (torch.randn(b, 10, 32),), True),
+    "list_input": _seeded(114, ListInput, lambda m, b: ([_dense(b, 8) for _ in range(16)],), True),
+    "dict_input": _seeded(115, DictInput, _dict_args, True),
+    # Tracing would record only the branch the sample takes.
+    "data_dependent_if": _seeded(116, DataDependentIf, lambda m, b: (_dense(b, 32),), False),
+    "batchnorm": _seeded(117, BatchNormTowers, lambda m, b: (_dense(b, 64),), True),
+    "functional": _seeded(118, Functional, lambda m, b: (_dense(b, 48),), True),
+    "feature_groups": _seeded(121, FeatureGroups, lambda m, b: (_dense(b, 76),), True),
+    # Tracing with mask=None would drop the mask; tracing with a mask would make it required.
+    "optional_input": _seeded(119, OptionalInput, lambda m, b: (_dense(b, 48), None), False),
+    "tuple_output": _seeded(120, TupleOutput, lambda m, b: (_dense(b, 32),), True),
+}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _flatten(out) -> List[Tensor]:
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        res: List[Tensor] = []
+        for o in out:
+            res.extend(_flatten(o))
+        return res
+    if isinstance(out, dict):
+        res = []
+        for k in sorted(out):
+            res.extend(_flatten(out[k]))
+        return res
+    raise TypeError("unexpected output type %s" % type(out))
+
+
+def _same(a, b) -> bool:
+    xs, ys = _flatten(a), _flatten(b)
+    return len(xs) == len(ys) and all(
+        x.shape == y.shape and torch.allclose(x, y, rtol=1e-5, atol=1e-6) for x, y in zip(xs, ys))
+
+
+def _restore(script_module, state: Dict[str, Tensor]) -> None:
+    """Resets parameters and buffers (BatchNorm running stats change when a model runs in
+    training mode, e.g. while tracing) to the freshly built values."""
+    with torch.no_grad():
+        for name, t in script_module.state_dict().items():
+            t.copy_(state[name])
+
+
+def _kb(path: str) -> str:
+    return "%.1f" % (os.path.getsize(path) / 1024.0)
+
+
+def make_one(name: str, out_dir: str, batch: int, inputs_only: bool) -> None:
+    module, args, traceable = REGISTRY[name](batch)
+    model_dir = os.path.join(out_dir, name)
+    os.makedirs(model_dir, exist_ok=True)
+    inputs_path = os.path.join(model_dir, "inputs.pt")
+    torch.save(tuple(args), inputs_path)
+    files = ["inputs.pt %s KB" % _kb(inputs_path)]
+    if not inputs_only:
+        state = copy.deepcopy(module.state_dict())
+        with torch.no_grad():
+            expected = copy.deepcopy(module)(*args)
+        scripted = torch.jit.script(copy.deepcopy(module))
+        with torch.no_grad():
+            got = scripted(*args)
+        if not _same(expected, got):
+            raise RuntimeError("%s: scripted output differs from eager" % name)
+        _restore(scripted, state)
+        path = os.path.join(model_dir, "scripted.pt")
+        torch.jit.save(scripted, path)
+        files.append("scripted.pt %s KB" % _kb(path))
+        traced_path = os.path.join(model_dir, "traced.pt")
+        if traceable:
+            traced = torch.jit.trace(copy.deepcopy(module), tuple(args))
+            with torch.no_grad():
+                got = traced(*args)
+            if not _same(expected, got):
+                raise RuntimeError("%s: traced output differs from eager" % name)
+            _restore(traced, state)
+            torch.jit.save(traced, traced_path)
+            files.append("traced.pt %s KB" % _kb(traced_path))
+        elif os.path.exists(traced_path):
+            os.remove(traced_path)
+    print("%-18s %s" % (name, ", ".join(files)))
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--batch", type=int, default=16, help="batch size of inputs.pt")
+    parser.add_argument("--models", default="", help="comma-separated subset (default: all)")
+    parser.add_argument("--inputs_only", action="store_true", help="write only inputs.pt")
+    opts = parser.parse_args(argv)
+    names = [n for n in opts.models.split(",") if n] or list(REGISTRY)
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        print("unknown model(s): %s; known: %s" % (", ".join(unknown), ", ".join(REGISTRY)),
+              file=sys.stderr)
+        return 2
+    if opts.batch < 2:
+        print("--batch must be >= 2 (BatchNorm in training mode needs two rows)", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    print("torch %s -> %s (batch %d)" % (torch.__version__, opts.out, opts.batch))
+    for name in names:
+        make_one(name, opts.out, opts.batch, opts.inputs_only)
+    return 0
+
+
+if __name__ == "__main__":
+    # TorchScript writes a module's __constants__ in set order, which depends on Python's string
+    # hash seed: fix the seed (by re-running this script once) so that archives are byte-identical
+    # from run to run, not only equal in weights.
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
+    sys.exit(main(sys.argv[1:]))
