@@ -8,6 +8,7 @@
 #include "passes/rewrite_driver.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <cstdlib>
 #include <iostream>
@@ -150,6 +151,24 @@ bool ApplyGroupRule(const std::vector<Node*>& round_nodes, const CompiledRule& r
   return changed;
 }
 
+// The unique() id the graph will give its next value: ids only grow, so values created after
+// this call have larger ones.
+size_t NextUnique(Graph* graph) {
+  Node* probe = graph->create(c10::prim::Constant);
+  size_t id = probe->output()->unique();
+  probe->destroy();
+  return id;
+}
+
+bool CreatedBy(const std::vector<std::pair<size_t, size_t>>& ranges, const Node* n) {
+  for (const torch::jit::Value* v : n->outputs()) {
+    size_t id = v->unique();
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(id, SIZE_MAX));
+    if (it != ranges.begin() && id < std::prev(it)->second) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
@@ -188,9 +207,11 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
       return true;
     };
     bool changed = false;
+    std::vector<std::string> fed_itself;  // rules that rewrote their own output this round
     for (size_t r = 0; r < rules.size(); ++r) {
       const CompiledRule& rule = rules.compiled(r);
       const std::string& name = rule.ast.name;
+      if (stats->stopped.count(name) != 0) continue;
       if (rule.ast.is_group) {
         changed |= ApplyGroupRule(nodes, rule, options, legal, stats);
         continue;
@@ -210,11 +231,18 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
           for (torch::jit::Value* o : anchor->outputs()) live |= o->hasUses();
           if (!live) continue;
           std::string error;
+          std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
+          bool own_output = CreatedBy(mine, anchor);
+          size_t first_new = NextUnique(graph.get());
           internal::ApplyResult res =
               internal::TryApply(rule, anchor, options.facts, legal, &error);
           if (res == internal::ApplyResult::kApplied) {
             ++stats->applications[name];
             changed = true;
+            mine.emplace_back(first_new, NextUnique(graph.get()));
+            if (own_output && (fed_itself.empty() || fed_itself.back() != name)) {
+              fed_itself.push_back(name);
+            }
           } else if (res == internal::ApplyResult::kIllegal) {
             ++stats->rejected[name];
           } else if (res == internal::ApplyResult::kError) {
@@ -224,6 +252,13 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
       }
     }
     ++stats->rounds;
+    for (const std::string& name : fed_itself) {
+      if (++stats->self_feeding_rounds[name] >= kSelfFeedingRounds) {
+        stats->stopped[name] = absl::StrCat(
+            "stopped after rewriting its own output in ", kSelfFeedingRounds, " rounds (",
+            stats->applications[name], " applications): the rule matches what it produces");
+      }
+    }
     if (!changed) break;
     changed_any = true;
     RemoveDeadNodes(graph);

@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "passes/rule_set.h"
 #include "passes/shape_facts.h"
@@ -33,9 +35,20 @@ struct RewriteStats {
   std::map<std::string, int64_t> rejected;      // rule name -> matches refused by legality
   std::map<std::string, int64_t> errors;        // rule name -> rewrites that failed (unchanged)
   std::map<std::string, std::string> first_error;  // rule name -> the first failure's message
+  // rule name -> why the driver stopped applying it: a rule whose rewrite keeps producing a new
+  // match of itself (its anchor is a node its own earlier rewrite created) in kSelfFeedingRounds
+  // rounds is stopped for the rest of the optimization, so that it cannot fire round after
+  // round until --max_rounds.
+  std::map<std::string, std::string> stopped;
   int rounds = 0;
   bool hit_round_limit = false;
+  // Bookkeeping for `stopped`, kept across ApplyRules calls: the ranges of Value::unique() ids
+  // each rule's rewrites created, and the rounds in which a rule rewrote its own output.
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> created_by;
+  std::map<std::string, int> self_feeding_rounds;
 };
+
+constexpr int kSelfFeedingRounds = 3;
 
 // ApplyRules: rewrites `graph` in place; returns whether it changed.
 bool ApplyRules(const std::shared_ptr<torch::jit::Graph>& graph, const RuleSet& rules,

@@ -98,14 +98,13 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   };
   // Bytes by which a trial's peaks exceed what the margin allows (0: within bounds).
   auto excess = [&](const Trial& t) -> int64_t {
-    if (options.memory_margin < 0) return 0;
-    auto over = [&](int64_t peak, int64_t limit) {
-      return std::max<int64_t>(0, peak - static_cast<int64_t>(limit * (1.0 + options.memory_margin)));
-    };
-    int64_t e = over(t.peak, orig.peak);
-    if (options.training && options.inference_too) e += over(t.forward_peak, orig.forward_peak);
+    int64_t e = ExcessPeakBytes(orig.peak, t.peak, options.margins);
+    if (options.training && options.inference_too) {
+      e += ExcessPeakBytes(orig.forward_peak, t.forward_peak, options.margins);
+    }
     return e;
   };
+  auto faster = [&](double ms, double than) { return FasterThan(ms, than, options.margins); };
   auto describe = [&](const Trial& t) {
     if (options.training && options.inference_too) {
       return absl::StrFormat("%.3f ms, peak %s (forward %s)", t.ms, size(t.peak), size(t.forward_peak));
@@ -145,7 +144,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
       auto t = measure_without(trial_drop);
       if (!t.ok()) return t.status();
       sel.log.push_back(absl::StrFormat("memory: with %s back: %s", name, describe(*t)));
-      if (excess(*t) == 0 && t->ms < best->ms * (1.0 - options.margin)) {
+      if (excess(*t) == 0 && faster(t->ms, best->ms)) {
         dropped = trial_drop;
         best = t;
       }
@@ -158,7 +157,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     auto t = measure_without(trial_drop);
     if (!t.ok()) return t.status();
     sel.log.push_back(absl::StrFormat("without %s: %s (best so far %s)", name, describe(*t), describe(*best)));
-    if (t->ms < best->ms * (1.0 - options.margin) && excess(*t) <= excess(*best)) {
+    if (faster(t->ms, best->ms) && excess(*t) <= excess(*best)) {
       dropped = trial_drop;
       best = t;
     }
@@ -171,9 +170,9 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   sel.optimized_peak_bytes = best->peak;
   sel.optimized_forward_peak_bytes = best->forward_peak;
   sel.within_memory = excess(*best) == 0;
-  sel.faster = best->ms < orig_ms * (1.0 - options.margin) && !best->fired.empty();
+  sel.faster = faster(best->ms, orig_ms) && !best->fired.empty();
   if (options.training && options.inference_too &&
-      best->forward_ms > orig.forward_ms * (1.0 + options.margin)) {
+      best->forward_ms > orig.forward_ms * (1.0 + options.margins.speed)) {
     sel.faster = false;  // faster to train, slower to serve: not published
     sel.log.push_back(absl::StrFormat("forward slower with the selection: %.3f ms vs %.3f ms",
                                       best->forward_ms, orig.forward_ms));
@@ -194,10 +193,10 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     sel.log.push_back(absl::StrFormat("confirmation: selection %.3f ms, original %.3f ms", again->ms,
                                       again_orig.ms));
     bool forward_ok = !(options.training && options.inference_too) ||
-                      again->forward_ms <= again_orig.forward_ms * (1.0 + options.margin);
+                      again->forward_ms <= again_orig.forward_ms * (1.0 + options.margins.speed);
     sel.confirm_ms = again->ms;
     sel.confirm_original_ms = again_orig.ms;
-    if (!(again->ms < again_orig.ms * (1.0 - options.margin)) || !forward_ok) {
+    if (!faster(again->ms, again_orig.ms) || !forward_ok) {
       sel.faster = false;
       sel.confirmed = false;
       sel.log.push_back("not confirmed: the original is kept");

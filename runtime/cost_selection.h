@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "passes/rule_set.h"
+#include "runtime/verdict.h"
 
 namespace sentier {
 
@@ -38,11 +39,9 @@ struct CostOptions {
   bool training = true;         // time forward + backward (else forward only)
   bool inference_too = false;   // with training: score = training step + forward, and the
                                 // selection must not make the forward slower either
-  double margin = 0.02;         // a change must win by more than this fraction
   bool verify_each = true;      // check every measured set for equivalence (else only time
                                 // them; the caller must then validate the final artifact)
-  double memory_margin = 0.01;  // peak step memory may exceed the original's by this fraction;
-                                // negative: peak memory is not weighed
+  VerdictMargins margins;       // speed and peak-memory margins (runtime/verdict.h)
 };
 
 struct CostSelection {

@@ -80,7 +80,7 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
 
 TEST_F(CostSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemory) {
   CostOptions opts;
-  opts.memory_margin = -1;
+  opts.margins.memory = -1;
   auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   EXPECT_FALSE(LogHas(*sel, "memory:"));

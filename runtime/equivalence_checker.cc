@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/csrc/jit/serialization/import.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "passes/sample_inputs.h"
+#include "passes/torch_error.h"
 #include "runtime/cuda_kernels.h"
 #include "runtime/graph_runner.h"
 #include "runtime/step_memory.h"
@@ -21,33 +25,11 @@
 namespace sentier {
 namespace {
 
-using Named = std::vector<std::pair<std::string, at::Tensor>>;
-
 struct RunResult {
-  Named outputs;
-  Named grads;
+  NamedTensors outputs;
+  NamedTensors grads;
+  std::vector<bool> grad_defined;  // per grads entry: autograd produced one (else zeros stand in)
 };
-
-void Flatten(const c10::IValue& v, const std::string& path, Named* out) {
-  if (v.isTensor()) {
-    out->emplace_back(path, v.toTensor());
-  } else if (v.isTuple()) {
-    const auto& el = v.toTupleRef().elements();
-    for (size_t i = 0; i < el.size(); ++i) Flatten(el[i], absl::StrCat(path, "[", i, "]"), out);
-  } else if (v.isList()) {
-    auto list = v.toListRef();
-    for (size_t i = 0; i < list.size(); ++i) Flatten(list[i], absl::StrCat(path, "[", i, "]"), out);
-  } else if (v.isGenericDict()) {
-    std::vector<std::pair<std::string, c10::IValue>> items;
-    for (const auto& kv : v.toGenericDict()) {
-      items.emplace_back(kv.key().isString() ? kv.key().toStringRef() : c10::str(kv.key()),
-                         kv.value());
-    }
-    std::sort(items.begin(), items.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [k, val] : items) Flatten(val, absl::StrCat(path, "[", k, "]"), out);
-  }
-}
 
 at::Tensor Cast(const at::Tensor& t, c10::ScalarType dtype, const c10::Device& device) {
   at::Tensor r = t.detach().to(device);
@@ -55,41 +37,75 @@ at::Tensor Cast(const at::Tensor& t, c10::ScalarType dtype, const c10::Device& d
   return r;
 }
 
+// A private copy of `m` on `device`: parameters, buffers and tensor constants baked into its
+// graphs all moved (on CUDA the archive is serialized and loaded back with that map location,
+// which moves all three), floating parameters and buffers cast to `dtype` (integer buffers such
+// as BatchNorm's num_batches_tracked keep theirs), every parameter a fresh leaf that requires
+// grad exactly when `training`; a buffer keeps requires_grad as the original has it.
+torch::jit::Module ModelOnDevice(const torch::jit::Module& m, c10::ScalarType dtype,
+                                 const c10::Device& device, bool training) {
+  c10::NoGradGuard no_grad;
+  torch::jit::Module copy;
+  if (device.is_cpu()) {
+    copy = m.clone();
+  } else {
+    std::ostringstream out;
+    m.save(out);
+    std::istringstream in(out.str());
+    copy = torch::jit::load(in, device);
+  }
+  std::map<std::string, bool> buffer_grads;
+  for (const auto& nb : m.named_buffers()) buffer_grads[nb.name] = nb.value.requires_grad();
+  for (const auto& np : copy.named_parameters()) {
+    at::Tensor p = np.value;
+    if (c10::isFloatingType(p.scalar_type()) && p.scalar_type() != dtype) p.set_data(p.to(dtype));
+    p.detach_();
+    p.requires_grad_(training && c10::isFloatingType(p.scalar_type()));
+  }
+  for (const auto& nb : copy.named_buffers()) {
+    at::Tensor b = nb.value;
+    if (c10::isFloatingType(b.scalar_type()) && b.scalar_type() != dtype) b.set_data(b.to(dtype));
+    b.detach_();
+    if (buffer_grads[nb.name] && c10::isFloatingType(b.scalar_type())) b.requires_grad_(true);
+  }
+  return copy;
+}
+
+std::vector<c10::IValue> InputsOnDevice(const std::vector<c10::IValue>& inputs, c10::ScalarType dtype,
+                                        const c10::Device& device) {
+  return MapTensors(inputs, [&](const at::Tensor& t) { return Cast(t, dtype, device); });
+}
+
 absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
                               const std::vector<c10::IValue>& inputs, c10::ScalarType dtype,
                               const c10::Device& device, bool training, uint64_t seed) {
   RunResult result;
   try {
-    torch::jit::Module m = original.clone();
-    m.to(device);
-    m.to(dtype);
+    torch::jit::Module m = ModelOnDevice(original, dtype, device, training);
     std::vector<at::Tensor> leaves;
     std::vector<std::string> leaf_names;
     for (const auto& np : m.named_parameters()) {
-      at::Tensor p = np.value;
-      p.detach_();
-      p.requires_grad_(training && c10::isFloatingType(p.scalar_type()));
-      if (p.requires_grad()) {
-        leaves.push_back(p);
-        leaf_names.push_back(absl::StrCat("grad of param ", np.name));
-      }
+      if (!np.value.requires_grad()) continue;
+      leaves.push_back(np.value);
+      leaf_names.push_back(absl::StrCat("grad of param ", np.name));
     }
-    std::vector<c10::IValue> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].isTensor()) {
-        in.push_back(inputs[i]);
-        continue;
-      }
-      at::Tensor t = Cast(inputs[i].toTensor(), dtype, device);
-      if (training && c10::isFloatingType(t.scalar_type())) {
-        t.requires_grad_(true);
-        leaves.push_back(t);
-        leaf_names.push_back(absl::StrCat("grad of input ", i));
-      }
-      in.emplace_back(t);
+    for (const auto& nb : m.named_buffers()) {
+      if (!nb.value.requires_grad()) continue;
+      leaves.push_back(nb.value);
+      leaf_names.push_back(absl::StrCat("grad of buffer ", nb.name));
+    }
+    std::vector<c10::IValue> in = MapTensors(inputs, [&](const at::Tensor& t) {
+      at::Tensor c = Cast(t, dtype, device);
+      if (training && c10::isFloatingType(c.scalar_type())) c.requires_grad_(true);
+      return c;
+    });
+    for (const auto& [path, t] : FlattenTensors(in, "input")) {
+      if (!t.requires_grad()) continue;
+      leaves.push_back(t);
+      leaf_names.push_back(absl::StrCat("grad of ", path));
     }
     c10::IValue out = m.forward(in);
-    Flatten(out, "output", &result.outputs);
+    FlattenTensors(out, "output", &result.outputs);
     if (training && !leaves.empty()) {
       at::Generator gen = at::detail::createCPUGenerator(seed);
       at::Tensor loss;
@@ -105,12 +121,12 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
         for (size_t k = 0; k < grads.size(); ++k) {
           at::Tensor g = grads[k].defined() ? grads[k] : at::zeros_like(leaves[k]);
           result.grads.emplace_back(leaf_names[k], g.detach());
+          result.grad_defined.push_back(grads[k].defined());
         }
       }
     }
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    return absl::InvalidArgumentError(what.substr(0, what.find('\n')));
+    return absl::InvalidArgumentError(TorchErrorMessage(e.what()));
   }
   return result;
 }
@@ -119,36 +135,6 @@ double RelNorm(const at::Tensor& a, const at::Tensor& ref64) {
   double denom = ref64.norm().item<double>();
   double num = (a.to(at::kDouble).cpu() - ref64).norm().item<double>();
   return denom > 0 ? num / denom : num;
-}
-
-// Fresh inputs with the samples' shapes and dtypes: floats from the sample's mean and spread,
-// integers (embedding indices) drawn within the observed range.
-std::vector<c10::IValue> RandomLike(const std::vector<c10::IValue>& samples, at::Generator& gen,
-                                    int64_t batch_scale) {
-  std::vector<c10::IValue> out;
-  for (const c10::IValue& v : samples) {
-    if (!v.isTensor()) {
-      out.push_back(v);
-      continue;
-    }
-    at::Tensor t = v.toTensor().cpu();
-    std::vector<int64_t> shape = t.sizes().vec();
-    if (!shape.empty()) shape[0] *= batch_scale;
-    if (c10::isFloatingType(t.scalar_type())) {
-      double mean = t.numel() ? t.to(at::kDouble).mean().item<double>() : 0.0;
-      double std = t.numel() > 1 ? t.to(at::kDouble).std().item<double>() : 1.0;
-      if (!(std > 0)) std = 1.0;
-      out.emplace_back((at::randn(shape, gen, at::TensorOptions().dtype(at::kDouble)) * std + mean)
-                           .to(t.scalar_type()));
-    } else if (t.scalar_type() == at::kBool) {
-      out.emplace_back(at::randint(0, 2, shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool));
-    } else {
-      int64_t lo = t.numel() ? t.min().item<int64_t>() : 0;
-      int64_t hi = t.numel() ? t.max().item<int64_t>() : 0;
-      out.emplace_back(at::randint(lo, hi + 1, shape, gen, at::TensorOptions().dtype(t.scalar_type())));
-    }
-  }
-  return out;
 }
 
 // Median time of one step: a forward (no grad), or with `training` a forward and a backward of
@@ -162,21 +148,17 @@ struct StepMeasure {
 
 StepMeasure MeasureStep(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
                         c10::ScalarType dtype, const c10::Device& device, bool training) {
+  torch::jit::Module copy = ModelOnDevice(m, dtype, device, training);
   c10::AutoGradMode grad_mode(training);
-  torch::jit::Module copy = m.clone();
-  copy.to(device);
-  copy.to(dtype);
-  for (at::Tensor p : copy.parameters()) p.requires_grad_(training && c10::isFloatingType(p.scalar_type()));
-  std::vector<c10::IValue> in;
-  for (const c10::IValue& v : inputs) in.push_back(v.isTensor() ? c10::IValue(Cast(v.toTensor(), dtype, device)) : v);
+  std::vector<c10::IValue> in = InputsOnDevice(inputs, dtype, device);
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize();
   };
   auto step = [&] {
     c10::IValue out = copy.forward(in);
     if (training) {
-      Named outs;
-      Flatten(out, "output", &outs);
+      NamedTensors outs;
+      FlattenTensors(out, "output", &outs);
       at::Tensor loss;
       for (const auto& [name, t] : outs) {
         if (t.requires_grad()) loss = loss.defined() ? loss + t.sum() : t.sum();
@@ -203,7 +185,32 @@ StepMeasure MeasureStep(const torch::jit::Module& m, const std::vector<c10::IVal
   return r;
 }
 
+// The reference failed on the first trial: bad input, or (on CUDA) a model that only runs on the
+// CPU — it creates CPU tensors in forward, say. The two are told apart by a CPU run.
+absl::Status ReferenceFailure(const torch::jit::Module& reference, const std::vector<c10::IValue>& inputs,
+                              const c10::Device& device, const absl::Status& failure) {
+  if (device.is_cuda()) {
+    auto cpu = Run(reference, inputs, c10::kFloat, c10::Device(c10::kCPU), false, 0);
+    if (cpu.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the original model fails on cuda: ", failure.message()));
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the reference model does not run on the sample inputs: ", failure.message()));
+}
+
 }  // namespace
+
+absl::Status RunsOnDevice(const torch::jit::Module& module, const std::vector<c10::IValue>& samples,
+                          const std::string& device_name, bool training) {
+  auto conformed = ConformToSchema(module.get_method("forward").function().getSchema(), samples);
+  if (!conformed.ok()) return absl::InvalidArgumentError(conformed.status().message());
+  c10::Device device(device_name == "cuda" ? c10::kCUDA : c10::kCPU);
+  auto run = Run(module, *conformed, c10::kFloat, device, training, 0);
+  if (run.ok()) return absl::OkStatus();
+  return ReferenceFailure(module, *conformed, device, run.status());
+}
 
 double RelativeToleranceFloor(c10::ScalarType dtype) {
   switch (dtype) {
@@ -220,7 +227,13 @@ double RelativeToleranceFloor(c10::ScalarType dtype) {
 
 absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& reference,
                                                       const torch::jit::Module& candidate,
-                                                      const std::vector<c10::IValue>& samples) const {
+                                                      const std::vector<c10::IValue>& raw_samples) const {
+  auto conformed = ConformToSchema(reference.get_method("forward").function().getSchema(), raw_samples);
+  if (!conformed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the sample inputs do not fit forward: ", conformed.status().message()));
+  }
+  const std::vector<c10::IValue>& samples = *conformed;
   torch::jit::setGraphExecutorOptimize(false);
   AvoidOneDnnGeluBackwardDefect();  // the float64 reference runs on the CPU
   c10::Device device(options_.device == "cuda" ? c10::kCUDA : c10::kCPU);
@@ -247,8 +260,7 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
         report.candidate_train_peak_bytes = c.peak_bytes;
       }
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      return absl::InvalidArgumentError(absl::StrCat("timing failed: ", what.substr(0, what.find('\n'))));
+      return absl::InvalidArgumentError(absl::StrCat("timing failed: ", TorchErrorMessage(e.what())));
     }
     return absl::OkStatus();
   };
@@ -260,19 +272,16 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   at::Generator gen = at::detail::createCPUGenerator(options_.seed + 1);
   std::vector<std::pair<std::string, std::vector<c10::IValue>>> trials = {{"samples", samples}};
   for (int k = 1; k < std::max(1, options_.trials); ++k) {
-    trials.emplace_back(absl::StrCat("random ", k), RandomLike(samples, gen, 1));
+    trials.emplace_back(absl::StrCat("random ", k), RandomInputsLike(samples, gen, 1));
   }
-  trials.emplace_back("batch x2", RandomLike(samples, gen, 2));
+  trials.emplace_back("batch x2", RandomInputsLike(samples, gen, 2));
   double floor = RelativeToleranceFloor(options_.dtype);
   for (size_t t = 0; t < trials.size(); ++t) {
     const auto& [trial, inputs] = trials[t];
     uint64_t seed = options_.seed + 17 * t;
     auto ref = Run(reference, inputs, options_.dtype, device, training, seed);
     if (!ref.ok()) {
-      if (t == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the reference model does not run on the sample inputs: ", ref.status().message()));
-      }
+      if (t == 0) return ReferenceFailure(reference, inputs, device, ref.status());
       continue;  // e.g. a model with a fixed batch size: that trial does not apply
     }
     auto ref64 = Run(reference, inputs, c10::kDouble, c10::Device(c10::kCPU), training, seed);
@@ -286,7 +295,16 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
       report.findings.push_back(f);
       continue;
     }
-    auto compare = [&](const Named& r, const Named& r64, const Named& c) {
+    // Gradients autograd did not produce (a parameter detached or dropped from the graph).
+    std::map<std::string, bool> cand_missing;
+    for (size_t k = 0; k < cand->grads.size(); ++k) {
+      bool ref_has = false;
+      for (size_t j = 0; j < ref->grads.size(); ++j) {
+        if (ref->grads[j].first == cand->grads[k].first) ref_has = ref->grad_defined[j];
+      }
+      if (ref_has && !cand->grad_defined[k]) cand_missing[cand->grads[k].first] = true;
+    }
+    auto compare = [&](const NamedTensors& r, const NamedTensors& r64, const NamedTensors& c) {
       std::map<std::string, at::Tensor> cm(c.begin(), c.end()), r64m(r64.begin(), r64.end());
       std::vector<size_t> judged;  // findings whose tolerance is set below
       for (const auto& [name, rt] : r) {
@@ -297,7 +315,13 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
         auto di = r64m.find(name);
         if (ci == cm.end() || di == r64m.end()) {
           f.ok = false;
-          f.note = "missing in the candidate";
+          f.note = absl::StrContains(name, "grad of param ")
+                       ? "missing in the candidate (the parameter is not in its autograd graph)"
+                       : "missing in the candidate";
+        } else if (cand_missing.count(name) != 0) {
+          f.ok = false;
+          f.note = "no gradient in the candidate (None: detached or dropped from the autograd "
+                   "graph) where the reference has one";
         } else if (ci->second.sizes() != rt.sizes()) {
           f.ok = false;
           f.note = absl::StrCat("shape ", c10::str(ci->second.sizes()), " vs reference ", c10::str(rt.sizes()));
@@ -357,7 +381,7 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
             : absl::StrCat(f.what, " on ", f.trial, " inputs: ", f.note);
     break;
   }
-  try {
+  {
     std::vector<c10::IValue> ref_in = {reference._ivalue()}, cand_in = {candidate._ivalue()};
     for (const c10::IValue& v : samples) {
       ref_in.push_back(v);
@@ -368,29 +392,26 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     if (a.ok() && b.ok()) {
       report.aten_ops_reference = *a;
       report.aten_ops_candidate = *b;
+    } else {
+      report.count_error = std::string(a.ok() ? b.status().message() : a.status().message());
     }
-  } catch (const std::exception&) {
   }
   // A candidate that does not run (or is not equivalent) is not timed or profiled: the verdict
   // stands, and the failure must not turn into an error of the check itself.
   if (!report.equivalent) return report;
   if (device.is_cuda()) {
     auto count = [&](const torch::jit::Module& m, bool train) -> int64_t {
-      c10::AutoGradMode grad_mode(train);
-      torch::jit::Module copy = m.clone();
-      copy.to(device);
-      copy.to(options_.dtype);
-      for (at::Tensor p : copy.parameters()) p.requires_grad_(train && c10::isFloatingType(p.scalar_type()));
-      std::vector<c10::IValue> in;
-      for (const c10::IValue& v : samples) {
-        in.push_back(v.isTensor() ? c10::IValue(Cast(v.toTensor(), options_.dtype, device)) : v);
-      }
       try {
+        torch::jit::Module copy = ModelOnDevice(m, options_.dtype, device, train);
+        c10::AutoGradMode grad_mode(train);
+        std::vector<c10::IValue> in = InputsOnDevice(samples, options_.dtype, device);
         auto n = CountCudaKernels(copy, in, train);
-        return n.ok() ? *n : -1;
-      } catch (const std::exception&) {
-        return -1;
+        if (n.ok()) return *n;
+        report.count_error = std::string(n.status().message());
+      } catch (const std::exception& e) {
+        report.count_error = TorchErrorMessage(e.what());
       }
+      return -1;
     };
     report.cuda_kernels_forward_reference = count(reference, false);
     report.cuda_kernels_forward_candidate = count(candidate, false);

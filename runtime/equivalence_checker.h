@@ -78,13 +78,18 @@ struct CheckReport {
   int64_t cuda_kernels_forward_candidate = -1;
   int64_t cuda_kernels_step_reference = -1;
   int64_t cuda_kernels_step_candidate = -1;
+  std::string count_error;  // why an aten-op or CUDA-kernel count is missing (-1), if one is
 };
 
 class EquivalenceChecker {
  public:
   explicit EquivalenceChecker(CheckOptions options) : options_(std::move(options)) {}
 
-  // Check: InvalidArgumentError when the reference cannot run on the samples (bad input).
+  // Check: `samples` are forward's arguments (any structure; see passes/sample_inputs.h), conformed
+  // to its schema first. InvalidArgumentError when they do not fit or the reference cannot run
+  // on them (bad input); FailedPreconditionError "the original model fails on cuda: ..." when the
+  // device is CUDA and the reference runs on the CPU but not there (the message quotes the
+  // interpreter's error).
   absl::StatusOr<CheckReport> Check(const torch::jit::Module& reference,
                                     const torch::jit::Module& candidate,
                                     const std::vector<c10::IValue>& samples) const;
@@ -92,6 +97,13 @@ class EquivalenceChecker {
  private:
   CheckOptions options_;
 };
+
+// RunsOnDevice: one step of `module` (a forward, and with `training` a backward) on `device`,
+// with parameters, buffers, graph constants and inputs moved there. OK when it runs;
+// FailedPreconditionError "the original model fails on cuda: <the interpreter's message>" when it
+// runs on the CPU but not on `device`; InvalidArgumentError when it does not run at all.
+absl::Status RunsOnDevice(const torch::jit::Module& module, const std::vector<c10::IValue>& samples,
+                          const std::string& device, bool training);
 
 // RelativeTolerance: the floor of the relative norm error for a dtype.
 double RelativeToleranceFloor(c10::ScalarType dtype);

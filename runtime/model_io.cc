@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "runtime/archive_check.h"
 #include "passes/rule_parser.h"
+#include "passes/sample_inputs.h"
 
 namespace sentier {
 namespace {
@@ -140,31 +141,68 @@ absl::Status SaveModel(const Model& model, const std::string& path) {
   return WriteFileAtomically(path, bytes);
 }
 
-absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path) {
+namespace {
+
+// The pickled value of a sample-inputs file.
+absl::StatusOr<c10::IValue> LoadPickled(const std::string& path) {
   absl::Status readable = CheckReadableFile(path);
   if (!readable.ok()) return readable;
   auto data = ReadCheckedArchive(path, "cannot read sample inputs");
   if (!data.ok()) return data.status();
-  c10::IValue iv;
   try {
     std::vector<char> bytes(data->begin(), data->end());
-    iv = torch::jit::pickle_load(bytes);
+    return torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read sample inputs '", path, "': ", FirstLine(e.what())));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path) {
+  auto iv = LoadPickled(path);
+  if (!iv.ok()) return iv.status();
   std::vector<c10::IValue> out;
-  if (iv.isTuple()) {
-    for (const c10::IValue& e : iv.toTupleRef().elements()) out.push_back(e);
-  } else if (iv.isList()) {
-    for (const c10::IValue& e : iv.toListRef()) out.push_back(e);
-  } else if (iv.isTensor()) {
-    out.push_back(iv);
+  if (iv->isTuple()) {
+    for (const c10::IValue& e : iv->toTupleRef().elements()) out.push_back(e);
+  } else if (iv->isList()) {
+    for (const c10::IValue& e : iv->toListRef()) out.push_back(e);
+  } else if (iv->isTensor()) {
+    out.push_back(*iv);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sample inputs '", path, "' must be a tuple of tensors, found ", iv.tagKind()));
+        "sample inputs '", path, "' must be a tuple of the forward's arguments, found ", iv->tagKind()));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputsFor(const std::string& path,
+                                                             const torch::jit::Module& module) {
+  auto iv = LoadPickled(path);
+  if (!iv.ok()) return iv.status();
+  auto method = module.find_method("forward");
+  if (!method) return absl::InvalidArgumentError("the model has no forward method");
+  const c10::FunctionSchema& schema = method->function().getSchema();
+  // A tuple (or list) of the arguments; else, or when that does not fit, the value is the one
+  // argument (a tensor, a dict, or the list a forward(xs: List[Tensor]) takes).
+  std::vector<std::vector<c10::IValue>> readings;
+  if (iv->isTuple()) {
+    readings.emplace_back(iv->toTupleRef().elements().begin(), iv->toTupleRef().elements().end());
+  } else if (iv->isList()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& e : iv->toListRef()) elements.push_back(e);
+    readings.push_back(std::move(elements));
+  }
+  readings.push_back({*iv});
+  absl::Status first = absl::OkStatus();
+  for (const auto& args : readings) {
+    auto conformed = ConformToSchema(schema, args);
+    if (conformed.ok()) return conformed;
+    if (first.ok()) first = conformed.status();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("sample inputs '", path, "' do not fit forward: ", first.message()));
 }
 
 absl::StatusOr<std::shared_ptr<const RuleSet>> LoadRules(const std::vector<std::string>& paths) {

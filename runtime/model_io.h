@@ -43,9 +43,17 @@ absl::StatusOr<Model> LoadModel(const std::string& path);
 // written.
 absl::Status SaveModel(const Model& model, const std::string& path);
 
-// LoadSampleInputs: a tuple (or list) of tensors written by Python's torch.save or C++
-// torch::pickle_save; a single tensor is taken as a 1-tuple.
+// LoadSampleInputs: the forward's arguments, written by Python's torch.save or C++
+// torch::pickle_save as a tuple (or list) of them: tensors, lists, tuples, dicts, None; a single
+// tensor is taken as a 1-tuple.
 absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path);
+
+// LoadSampleInputsFor: LoadSampleInputs, then rebuilt with the static types `module`'s forward
+// declares (typed lists and dicts, tuples, defaults for missing trailing arguments: see
+// passes/sample_inputs.h). A single value that is not a tensor (a list, a dict) is the forward's
+// one argument. InvalidArgumentError naming the file and the argument that does not fit.
+absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputsFor(const std::string& path,
+                                                             const torch::jit::Module& module);
 
 // LoadRules: parses and compiles rule files; each path is a `.rules` file or a directory whose
 // `*.rules` files are read in name order.

@@ -80,7 +80,7 @@ int Run() {
   auto cand = sentier::LoadModel(FLAGS_candidate);
   if (!cand.ok()) return Fail(2, std::string(cand.status().message()));
   if (!ref->is_module || !cand->is_module) return Fail(2, "both models must be TorchScript archives (.pt)");
-  auto samples = sentier::LoadSampleInputs(FLAGS_inputs);
+  auto samples = sentier::LoadSampleInputsFor(FLAGS_inputs, ref->module);
   if (!samples.ok()) return Fail(2, std::string(samples.status().message()));
   sentier::EquivalenceChecker checker(opts);
   auto report = checker.Check(ref->module, cand->module, *samples);

@@ -2,14 +2,23 @@
 //
 //   sentier_opt --input=IN(.pt|.ir) --output=OUT(.pt|.ir) [--rules=PATH[,PATH...]]
 //               [--enable=RE2] [--disable=RE2] [--inputs=inputs.pt] [--report=report.json]
-//               [--print_ir_before] [--print_ir_after] [--dot_before=F] [--dot_after=F]
-//               [--max_rounds=N] [--list_rules] [--list_functions]
+//               [--print_ir_before] [--print_ir_after[=PASS,...|all|final]] [--dot_before=F]
+//               [--dot_after=F] [--max_rounds=N] [--list_rules] [--list_functions]
+//               [--list_passes] [--allow_growth] [--cost=none|measure ...]
+//
+// The report (--report) follows runtime/report_schema.json, the schema sentierd's report.json
+// uses too. Without --cost=measure a rewritten graph that runs more aten ops per forward than
+// the original is not written (the output is the original, status "unchanged") unless
+// --allow_growth: nothing was timed to show that it pays.
 //
 // Exit codes: 0 success (also when nothing changed); 2 bad usage or bad input (missing, empty,
 // truncated or corrupt model, bad sample inputs, bad rule file — the message names the file,
 // with file:line:col for rules); 1 internal error. Outputs are written to a temporary file and
 // renamed into place, so an output is either complete or absent.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <set>
 #include <iostream>
 
 #include <gflags/gflags.h>
@@ -28,6 +37,8 @@
 #include "runtime/graph_runner.h"
 #include "tools/flags.h"
 #include "runtime/model_io.h"
+#include "runtime/report.h"
+#include "passes/canonicalize/pipeline.h"
 
 DEFINE_string(input, "", "model to optimize: a TorchScript archive (.pt) or text IR (.ir)");
 DEFINE_string(output, "", "where to write the result (.pt or .ir)");
@@ -37,7 +48,14 @@ DEFINE_string(disable, "", "skip rules whose name fully matches this RE2");
 DEFINE_string(inputs, "", "sample inputs (tuple of tensors, torch.save) for shape facts");
 DEFINE_string(report, "", "write a JSON report here");
 DEFINE_bool(print_ir_before, false, "print the graph before optimization (after inlining)");
-DEFINE_bool(print_ir_after, false, "print the graph after optimization");
+DEFINE_string(print_ir_after, "",
+              "print the graph after these passes: comma-separated canonicalization pass names "
+              "(see --list_passes), 'rules' (after each round of rules), 'all', or 'final' (the "
+              "result; also what the bare --print_ir_after means)");
+DEFINE_bool(list_passes, false, "print the canonicalization passes in pipeline order and exit");
+DEFINE_bool(allow_growth, false,
+            "write the rewritten model even when it runs more aten ops per forward than the "
+            "original and nothing was timed (by default the original is kept then)");
 DEFINE_string(dot_before, "", "write a Graphviz file of the graph before optimization");
 DEFINE_string(dot_after, "", "write a Graphviz file of the graph after optimization");
 DEFINE_int32(max_rounds, 16, "bound on rounds of rule application");
@@ -70,6 +88,10 @@ int Run() {
     std::cout << sentier::DescribeLanguage() << "\n";
     return kOk;
   }
+  if (FLAGS_list_passes) {
+    for (const std::string& p : sentier::CanonicalPassNames()) std::cout << p << "\n";
+    return kOk;
+  }
   std::vector<std::string> rule_paths;
   if (FLAGS_rules.empty()) {
     rule_paths.push_back(sentier::DefaultRulesDir());
@@ -86,6 +108,24 @@ int Run() {
       std::cout << r.name << "\t" << r.family << "\t" << r.loc.file << ":" << r.loc.line << "\n";
     }
     return kOk;
+  }
+  // --print_ir_after: "final" (the bare flag), "all", or pass names (canonicalization passes and
+  // "rules", after each round of rules that changed the graph).
+  std::set<std::string> print_after;
+  bool print_after_all = false, print_final = false;
+  for (absl::string_view name : absl::StrSplit(FLAGS_print_ir_after, ',', absl::SkipEmpty())) {
+    if (name == "final") {
+      print_final = true;
+    } else if (name == "all") {
+      print_after_all = print_final = true;
+    } else {
+      const auto& passes = sentier::CanonicalPassNames();
+      if (name != "rules" && std::find(passes.begin(), passes.end(), name) == passes.end()) {
+        return Fail(kBadInput, absl::StrCat("--print_ir_after: unknown pass '", name, "' (passes: ",
+                                            absl::StrJoin(passes, ", "), ", rules; or all, final)"));
+      }
+      print_after.insert(std::string(name));
+    }
   }
   if (FLAGS_input.empty()) return Fail(kBadInput, "--input is required (see --help)");
   if (FLAGS_output.empty()) return Fail(kBadInput, "--output is required (see --help)");
@@ -104,7 +144,8 @@ int Run() {
   sentier::OptimizeOptions opts;
   opts.max_rounds = FLAGS_max_rounds;
   if (!FLAGS_inputs.empty()) {
-    auto in = sentier::LoadSampleInputs(FLAGS_inputs);
+    auto in = model->is_module ? sentier::LoadSampleInputsFor(FLAGS_inputs, model->module)
+                               : sentier::LoadSampleInputs(FLAGS_inputs);
     if (!in.ok()) return Fail(kBadInput, std::string(in.status().message()));
     if (model->is_module) samples.push_back(model->module._ivalue());
     samples.insert(samples.end(), in->begin(), in->end());
@@ -120,6 +161,37 @@ int Run() {
       if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
     }
   }
+  nlohmann::json j = sentier::NewReport("sentier_opt");
+  j["source"] = FLAGS_input;
+  j["artifact"] = FLAGS_output;
+  j["source_sha256"] = input_sha.ok() ? *input_sha : "";
+  j["rules_fingerprint"] = (*rules)->Fingerprint();
+  j["rules_loaded"] = (*rules)->size();
+  j["mode"] = FLAGS_mode;
+  j["device"] = "cpu";
+  auto write_report = [&]() -> int {
+    if (FLAGS_report.empty()) return kOk;
+    absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
+    return st.ok() ? kOk : Fail(kBadInput, std::string(st.message()));
+  };
+  // The output is the original archive, byte for byte: nothing applied, nothing paid.
+  auto keep_original = [&](const std::string& reason) -> int {
+    if (out_ir) {
+      absl::Status st = sentier::SaveModel(*model, FLAGS_output);  // the (inlined) input graph
+      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
+    } else {
+      auto bytes = sentier::ReadFile(FLAGS_input);
+      if (!bytes.ok()) return Fail(kBadInput, std::string(bytes.status().message()));
+      absl::Status st = sentier::WriteFileAtomically(FLAGS_output, *bytes);
+      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
+    }
+    auto sha = sentier::Sha256OfFile(FLAGS_output);
+    j["status"] = "unchanged";
+    j["reason"] = reason;
+    j["artifact_sha256"] = sha.ok() ? *sha : "";
+    std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": unchanged: " << reason << "\n";
+    return write_report();
+  };
   sentier::CostSelection selection;
   bool measured = false;
   if (FLAGS_cost == "measure") {
@@ -137,77 +209,51 @@ int Run() {
       return Fail(kBadInput, "--mode must be training or inference");
     }
     copts.training = FLAGS_mode == "training";
-    copts.memory_margin = FLAGS_memory_margin;
+    copts.margins.memory = FLAGS_memory_margin;
+    j["device"] = copts.device;
     std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());
     auto sel = sentier::SelectRulesByMeasurement(FLAGS_input, plain, **rules, copts);
     if (!sel.ok()) return Fail(kInternal, absl::StrCat("--cost=measure: ", sel.status().message()));
     selection = *sel;
     measured = true;
+    sentier::AddSelection(selection, copts.device, FLAGS_mode, &j);
     for (const std::string& line : selection.log) std::cout << "sentier_opt: cost: " << line << "\n";
     if (!selection.faster) {
-      // Nothing pays: the output is the original archive, byte for byte.
-      auto bytes = sentier::ReadFile(FLAGS_input);
-      if (!bytes.ok()) return Fail(kBadInput, std::string(bytes.status().message()));
-      absl::Status st = sentier::WriteFileAtomically(FLAGS_output, *bytes);
-      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
-      std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output
-                << (!selection.confirmed
-                        ? absl::StrFormat(": unchanged: the selection's gain was not confirmed when "
-                                          "timed again (%.3f ms vs %.3f ms original; first ",
-                                          selection.confirm_ms, selection.confirm_original_ms)
-                    : selection.within_memory
-                        ? std::string(": unchanged: no rewrite made it faster (")
-                        : std::string(": unchanged: no faster set of rewrites kept peak memory within bounds ("))
-                << absl::StrFormat("%.3f ms optimized vs %.3f ms original, peak %.1f vs %.1f MiB",
-                                   selection.optimized_ms, selection.original_ms,
-                                   selection.optimized_peak_bytes / 1048576.0,
-                                   selection.original_peak_bytes / 1048576.0)
-                << " per " << FLAGS_mode << " step on " << copts.device << ")\n";
-      if (!FLAGS_report.empty()) {
-        nlohmann::json j;
-        j["input"] = FLAGS_input;
-        j["output"] = FLAGS_output;
-        j["status"] = "unchanged";
-        j["input_sha256"] = input_sha.ok() ? *input_sha : "";
-        j["output_sha256"] = input_sha.ok() ? *input_sha : "";
-        j["rules_fingerprint"] = (*rules)->Fingerprint();
-        j["cost"] = {{"mode", FLAGS_mode},
-                     {"device", copts.device},
-                     {"original_ms", selection.original_ms},
-                     {"optimized_ms", selection.optimized_ms},
-                     {"original_peak_bytes", selection.original_peak_bytes},
-                     {"optimized_peak_bytes", selection.optimized_peak_bytes},
-                     {"within_memory", selection.within_memory},
-                     {"confirmed", selection.confirmed},
-                     {"faster", false},
-                     {"log", selection.log}};
-        absl::Status rs = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
-        if (!rs.ok()) return Fail(kBadInput, std::string(rs.message()));
-      }
-      return kOk;
+      return keep_original(
+          (!selection.confirmed
+               ? absl::StrFormat("the selection's gain was not confirmed when timed again (%.3f ms "
+                                 "vs %.3f ms original; first ",
+                                 selection.confirm_ms, selection.confirm_original_ms)
+           : selection.within_memory
+               ? std::string("no rewrite made it faster (")
+               : std::string("no faster set of rewrites kept peak memory within bounds (")) +
+          absl::StrFormat("%.3f ms optimized vs %.3f ms original, peak %.1f vs %.1f MiB",
+                          selection.optimized_ms, selection.original_ms,
+                          selection.optimized_peak_bytes / 1048576.0,
+                          selection.original_peak_bytes / 1048576.0) +
+          " per " + FLAGS_mode + " step on " + copts.device + ")");
     }
     rules = selection.rules;
   } else if (FLAGS_cost != "none") {
     return Fail(kBadInput, absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
   }
+  if (model->is_module) opts.self = model->module._ivalue();
+  opts.after_pass = [&](const std::string& pass, const torch::jit::Graph& graph) {
+    if (!print_after_all && print_after.count(pass) == 0) return;
+    std::cout << "// ----- IR after " << pass << " -----\n" << graph.toString();
+  };
   // Executed aten ops per forward (CPU proxy for kernel launches), before and after.
   std::shared_ptr<torch::jit::Graph> before_copy;
   if (opts.sample_inputs != nullptr) before_copy = model->graph->copy();
   auto report = sentier::OptimizeGraph(model->graph, **rules, opts);
   if (!report.ok()) return Fail(kInternal, std::string(report.status().message()));
-  if (FLAGS_print_ir_after) std::cout << "// ----- IR after sentier -----\n" << model->graph->toString();
+  sentier::AddOptimization(*report, &j);
+  if (print_final) std::cout << "// ----- IR after sentier -----\n" << model->graph->toString();
   if (!FLAGS_dot_after.empty()) {
     absl::Status st =
         sentier::WriteFileAtomically(FLAGS_dot_after, sentier::GraphToDot(*model->graph));
     if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
   }
-  absl::Status saved = sentier::SaveModel(*model, FLAGS_output);
-  if (!saved.ok()) {
-    int code = saved.code() == absl::StatusCode::kInternal ? kInternal : kBadInput;
-    return Fail(code, std::string(saved.message()));
-  }
-  auto output_sha = sentier::Sha256OfFile(FLAGS_output);
-
   int64_t ops_before = -1, ops_after = -1;
   if (before_copy != nullptr) {
     auto b = sentier::CountAtenOps(before_copy, samples);
@@ -215,7 +261,19 @@ int Run() {
     if (b.ok() && a.ok()) {
       ops_before = *b;
       ops_after = *a;
+      j["aten_ops_per_forward_before"] = ops_before;
+      j["aten_ops_per_forward_after"] = ops_after;
     }
+  }
+  for (const auto& [name, n] : report->stats.errors) {
+    std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n
+              << " time(s): " << report->stats.first_error[name] << "\n";
+  }
+  for (const auto& [name, why] : report->stats.stopped) {
+    std::cerr << "sentier_opt: warning: rule " << name << " " << why << "\n";
+  }
+  if (!report->shape_facts_error.empty()) {
+    std::cerr << "sentier_opt: warning: no shape facts: " << report->shape_facts_error << "\n";
   }
   std::vector<std::string> fired;
   int64_t total = 0;
@@ -223,65 +281,30 @@ int Run() {
     fired.push_back(absl::StrCat(name, " x", n));
     total += n;
   }
+  if (total == 0) return keep_original("no rule applied");
+  if (!measured && !FLAGS_allow_growth && ops_after > ops_before) {
+    return keep_original(absl::StrFormat(
+        "the rewritten graph runs more aten ops per forward (%d vs %d) and nothing was timed to "
+        "show that it is faster (--cost=measure times it; --allow_growth writes it anyway)",
+        ops_after, ops_before));
+  }
+  absl::Status saved = sentier::SaveModel(*model, FLAGS_output);
+  if (!saved.ok()) {
+    int code = saved.code() == absl::StatusCode::kInternal ? kInternal : kBadInput;
+    return Fail(code, std::string(saved.message()));
+  }
+  auto output_sha = sentier::Sha256OfFile(FLAGS_output);
+  j["artifact_sha256"] = output_sha.ok() ? *output_sha : "";
+  j["status"] = "optimized";
+  j["reason"] = absl::StrCat(total, " rewrites applied", measured ? " (faster when timed)" : "");
   std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": " << total
-            << " rewrites (" << (fired.empty() ? "none" : absl::StrJoin(fired, ", "))
-            << "); nodes " << report->nodes_before << " -> " << report->nodes_after << "; "
-            << absl::StrFormat("%.1f", report->optimize_ms) << " ms"
-            << (ops_before >= 0 ? absl::StrCat("; aten ops per forward ", ops_before, " -> ",
-                                               ops_after)
+            << " rewrites (" << absl::StrJoin(fired, ", ") << "); nodes " << report->nodes_before
+            << " -> " << report->nodes_after << "; " << absl::StrFormat("%.1f", report->optimize_ms)
+            << " ms"
+            << (ops_before >= 0 ? absl::StrCat("; aten ops per forward ", ops_before, " -> ", ops_after)
                                 : std::string())
             << "\n";
-  for (const auto& [name, n] : report->stats.errors) {
-    std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n
-              << " time(s): " << report->stats.first_error[name] << "\n";
-  }
-  if (!report->shape_facts_error.empty()) {
-    std::cerr << "sentier_opt: warning: no shape facts: " << report->shape_facts_error << "\n";
-  }
-  if (!FLAGS_report.empty()) {
-    nlohmann::json j;
-    j["input"] = FLAGS_input;
-    j["output"] = FLAGS_output;
-    j["input_sha256"] = input_sha.ok() ? *input_sha : "";
-    j["output_sha256"] = output_sha.ok() ? *output_sha : "";
-    j["rules_fingerprint"] = (*rules)->Fingerprint();
-    j["rules_loaded"] = (*rules)->size();
-    j["applications"] = nlohmann::json::object();
-    for (const auto& [name, n] : report->stats.applications) j["applications"][name] = n;
-    j["rejected_by_legality"] = nlohmann::json::object();
-    for (const auto& [name, n] : report->stats.rejected) j["rejected_by_legality"][name] = n;
-    j["rewrite_errors"] = nlohmann::json::object();
-    for (const auto& [name, n] : report->stats.errors) {
-      j["rewrite_errors"][name] = {{"count", n}, {"first", report->stats.first_error[name]}};
-    }
-    j["nodes_before"] = report->nodes_before;
-    j["nodes_after"] = report->nodes_after;
-    j["rounds"] = report->stats.rounds;
-    if (ops_before >= 0) {
-      j["aten_ops_per_forward_before"] = ops_before;
-      j["aten_ops_per_forward_after"] = ops_after;
-    }
-    j["grouped_members"] = nlohmann::json::object();
-    for (const auto& [name, n] : report->stats.grouped_members) j["grouped_members"][name] = n;
-    j["hit_round_limit"] = report->stats.hit_round_limit;
-    j["shape_facts"] = report->shape_facts;
-    if (!report->shape_facts_error.empty()) j["shape_facts_error"] = report->shape_facts_error;
-    j["optimize_ms"] = report->optimize_ms;
-    if (measured) {
-      j["cost"] = {{"mode", FLAGS_mode},
-                   {"original_ms", selection.original_ms},
-                   {"optimized_ms", selection.optimized_ms},
-                   {"original_peak_bytes", selection.original_peak_bytes},
-                   {"optimized_peak_bytes", selection.optimized_peak_bytes},
-                   {"within_memory", selection.within_memory},
-                   {"faster", selection.faster},
-                   {"dropped_rules", selection.dropped},
-                   {"log", selection.log}};
-    }
-    absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
-    if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
-  }
-  return kOk;
+  return write_report();
 }
 
 }  // namespace
@@ -291,6 +314,13 @@ int main(int argc, char** argv) {
       "sentier_opt --input=IN(.pt|.ir) --output=OUT(.pt|.ir) [--rules=...] [--report=...]\n"
       "Exit codes: 0 success, 2 bad usage or input, 1 internal error.");
   // Unknown flags are bad usage (exit 2), not gflags' default exit 1.
+  // The bare --print_ir_after (a bool before passes could be named) means the final graph.
+  std::vector<char*> args(argv, argv + argc);
+  static char kPrintFinal[] = "--print_ir_after=final";
+  for (char*& a : args) {
+    if (std::strcmp(a, "--print_ir_after") == 0 || std::strcmp(a, "-print_ir_after") == 0) a = kPrintFinal;
+  }
+  argv = args.data();
   std::string unknown = sentier::FindUnknownFlag(argc, argv);
   if (!unknown.empty()) return Fail(kBadInput, absl::StrCat("unknown flag '", unknown, "' (see --help)"));
   gflags::ParseCommandLineFlags(&argc, &argv, true);

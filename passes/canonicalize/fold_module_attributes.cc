@@ -72,17 +72,40 @@ bool Foldable(const c10::IValue& v) {
   return false;
 }
 
-// Every use reads the list: an op whose schema does not write that argument, and nothing that
-// lets it escape into a container, a block or the graph's outputs where a write could follow.
+bool ImmutableType(const c10::TypePtr& t) {
+  switch (t->kind()) {
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::NoneType:
+    case c10::TypeKind::NumberType:
+      return true;
+    case c10::TypeKind::TupleType:
+      for (const c10::TypePtr& e : t->containedTypes()) {
+        if (!ImmutableType(e)) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Every use only reads the list: the op's schema does not write that argument, and no output
+// that may alias it (an annotated return) has a mutable type — `xs[i]` of an int list is a read,
+// `split(x, sizes)` does not annotate `sizes` at all. Uses without a schema (a container, a
+// block, the graph's outputs) may lead to a write and stop the folding.
 bool OnlyRead(Value* list) {
   for (const torch::jit::Use& u : list->uses()) {
     const c10::FunctionSchema* schema = u.user->maybeSchema();
     if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
     const auto& alias = schema->arguments()[u.offset].alias_info();
-    if (alias && alias->isWrite()) return false;
-    // An op returning a list (slice, add, list()) may return this very list, aliased.
-    for (const c10::Argument& r : schema->returns()) {
-      if (r.type()->kind() == c10::TypeKind::ListType) return false;
+    if (!alias) continue;
+    if (alias->isWrite()) return false;
+    for (size_t k = 0; k < schema->returns().size() && k < u.user->outputs().size(); ++k) {
+      if (schema->returns()[k].alias_info() != nullptr && !ImmutableType(u.user->output(k)->type())) {
+        return false;
+      }
     }
   }
   return true;

@@ -25,6 +25,9 @@
 #include "runtime/file_util.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
+#include "runtime/report.h"
+#include "runtime/verdict.h"
+#include "passes/torch_error.h"
 
 namespace sentier {
 namespace {
@@ -44,20 +47,6 @@ std::string ArchFingerprint(const std::shared_ptr<torch::jit::Graph>& graph) {
   std::string text = copy->toString(/*print_source_locations=*/false);
   RE2::GlobalReplace(&text, R"(___torch_mangle_[0-9]+\.)", "");
   return Sha256Hex(text);
-}
-
-std::vector<c10::IValue> FreshInputs(const std::vector<c10::IValue>& samples, uint64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  std::vector<c10::IValue> out;
-  for (const c10::IValue& v : samples) {
-    if (v.isTensor() && at::isFloatingType(v.toTensor().scalar_type())) {
-      const at::Tensor& t = v.toTensor();
-      out.push_back(at::randn(t.sizes(), gen, t.options()));
-    } else {
-      out.push_back(v);
-    }
-  }
-  return out;
 }
 
 int Finish(const JobSpec& spec, nlohmann::json j) {
@@ -98,7 +87,7 @@ int RunOptimizeJob(const JobSpec& spec) {
   if (hang != nullptr && spec.model == hang) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
   }
-  nlohmann::json j;
+  nlohmann::json j = NewReport("sentierd");
   nlohmann::json timings = nlohmann::json::object();
   auto reject = [&](const std::string& reason) {
     j["status"] = "rejected";
@@ -109,6 +98,8 @@ int RunOptimizeJob(const JobSpec& spec) {
   try {
     const std::string model_path = spec.source_dir + "/model.pt";
     const std::string inputs_path = spec.source_dir + "/inputs.pt";
+    j["source"] = model_path;
+    j["mode"] = spec.mode;
     auto t0 = Clock::now();
     auto src_sha = Sha256OfFile(model_path);
     if (src_sha.ok()) j["source_sha256"] = *src_sha;
@@ -117,13 +108,14 @@ int RunOptimizeJob(const JobSpec& spec) {
     auto rules = LoadRules({spec.rules_dir});
     if (!rules.ok()) return reject(absl::StrCat("rules failed to load: ", rules.status().message()));
     j["rules_fingerprint"] = (*rules)->Fingerprint();
+    j["rules_loaded"] = (*rules)->size();
     auto model = LoadModel(model_path);
     if (!model.ok()) return reject(absl::StrCat("load failure: ", model.status().message()));
     if (!model->is_module) return reject("load failure: model.pt is not a TorchScript module");
     if (!std::filesystem::exists(inputs_path)) {
       return reject(absl::StrCat("load failure: sample inputs '", inputs_path, "' are missing"));
     }
-    auto inputs = LoadSampleInputs(inputs_path);
+    auto inputs = LoadSampleInputsFor(inputs_path, model->module);
     if (!inputs.ok()) return reject(absl::StrCat("load failure: ", inputs.status().message()));
     timings["load"] = MsSince(t0);
     j["architecture_fingerprint"] = ArchFingerprint(model->graph);
@@ -136,65 +128,73 @@ int RunOptimizeJob(const JobSpec& spec) {
       return reject(absl::StrCat("load failure: the model does not run on its sample inputs: ",
                                  before_ops.status().message()));
     }
+    j["aten_ops_per_forward_before"] = *before_ops;
+    const bool training = spec.mode != "inference";
+    // Where the job validates and times. A model that does not run on the GPU (it creates CPU
+    // tensors in forward, say) is validated on the CPU, and the report says why.
+    std::string device = spec.device;
+    bool select = spec.select_rules;
+    if (device == "cuda") {
+      absl::Status runs = RunsOnDevice(model->module, *inputs, "cuda", training);
+      if (absl::IsFailedPrecondition(runs)) {
+        j["device_note"] = absl::StrCat(runs.message(), "; validated on the CPU instead");
+        LOG(WARNING) << "[" << spec.model << "/" << spec.version << "] job: " << runs.message()
+                     << "; validating on the CPU";
+        device = "cpu";
+        select = false;
+      } else if (!runs.ok()) {
+        return reject(absl::StrCat("load failure: ", runs.message()));
+      }
+    }
+    j["device"] = device;
+    const bool timed = device == "cuda";
+    VerdictMargins margins;
+    margins.memory = spec.memory_margin;
     // The never-slower gate's rule selection, timed on the job's device.
     std::shared_ptr<const RuleSet> use = *rules;
     std::string unchanged_reason = "No rule applied, so the artifact is a copy of the original model.";
-    if (spec.select_rules) {
+    if (select) {
       auto ts = Clock::now();
       CostOptions cost;
-      cost.device = spec.device;
-      cost.training = spec.mode != "inference";
+      cost.device = device;
+      cost.training = training;
       cost.inference_too = spec.mode == "both";
       cost.verify_each = false;  // the artifact is validated below
-      cost.memory_margin = spec.memory_margin;
+      cost.margins = margins;
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
-      j["selection"] = {{"device", spec.device},
-                        {"faster", sel->faster},
-                        {"within_memory", sel->within_memory},
-                        {"dropped_rules", sel->dropped},
-                        {"original_ms", sel->original_ms},
-                        {"optimized_ms", sel->optimized_ms},
-                        {"original_peak_bytes", sel->original_peak_bytes},
-                        {"optimized_peak_bytes", sel->optimized_peak_bytes},
-                        {"log", sel->log}};
+      AddSelection(*sel, device, spec.mode, &j);
       use = sel->rules;  // empty when no set pays
       if (!sel->faster) {
         unchanged_reason = absl::StrFormat(
             "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
             "%.1f MiB; %s), so the artifact is a copy of the original model.",
-            spec.device, sel->within_memory ? "" : " within the peak-memory bound", sel->optimized_ms,
+            device, sel->within_memory ? "" : " within the peak-memory bound", sel->optimized_ms,
             sel->original_ms, sel->optimized_peak_bytes / 1048576.0, sel->original_peak_bytes / 1048576.0,
             sel->log.empty() ? "" : sel->log.back());
       }
     }
     OptimizeOptions opts;
     opts.sample_inputs = &samples;
-    auto t1 = Clock::now();
     auto report = OptimizeGraph(model->graph, *use, opts);
-    timings["optimize"] = MsSince(t1);
     if (!report.ok()) return reject(absl::StrCat("optimizer error: ", report.status().message()));
-    int64_t total = 0;
-    nlohmann::json apps = nlohmann::json::object();
-    for (const auto& [name, n] : report->stats.applications) {
-      apps[name] = n;
-      total += n;
-    }
-    j["rule_counts"] = apps;
-    j["rewrites"] = total;
-    j["nodes_before"] = report->nodes_before;
-    j["nodes_after"] = report->nodes_after;
-    j["shape_facts"] = report->shape_facts;
-    j["aten_ops_per_forward_before"] = *before_ops;
+    AddOptimization(*report, &j);
+    timings["optimize"] = report->optimize_ms;
+    int64_t total = j["rewrites"].get<int64_t>();
     const std::string out_path = spec.stage_dir + "/model.pt";
-    if (total == 0) {
+    auto keep_original = [&](const std::string& reason) -> int {
       absl::Status copied = CopyOriginal(model_path, out_path);
       if (!copied.ok()) return OutputFailed(spec, copied.message());
+      j["status"] = "unchanged";
+      j["reason"] = reason;
+      return -1;
+    };
+    int done = -1;
+    if (total == 0) {
       j["aten_ops_per_forward_after"] = *before_ops;
       j["validation"] = {{"mode", spec.mode}, {"result", "skipped: the artifact is the original"}};
-      j["status"] = "unchanged";
-      j["reason"] = unchanged_reason;
+      done = keep_original(unchanged_reason);
     } else {
       auto after_ops = CountAtenOps(model->graph, samples);
       if (!after_ops.ok()) {
@@ -202,92 +202,87 @@ int RunOptimizeJob(const JobSpec& spec) {
                                    after_ops.status().message()));
       }
       j["aten_ops_per_forward_after"] = *after_ops;
-      auto t2 = Clock::now();
-      nlohmann::json val = {{"mode", spec.mode}};
-      std::vector<bool> grads_modes;
-      if (spec.mode == "inference") grads_modes = {false};
-      else if (spec.mode == "training") grads_modes = {true};
-      else grads_modes = {false, true};
-      std::vector<std::pair<std::string, std::vector<c10::IValue>>> sets = {
-          {"sample_inputs", samples}, {"random_inputs", FreshInputs(samples, 1234)}};
-      for (const auto& [set_name, set] : sets) {
-        for (bool grads : grads_modes) {
-          CompareOptions copts;
-          copts.check_grads = grads;
-          absl::Status st = CompareGraphs(original, model->graph, set, copts);
-          std::string what = grads ? "outputs and gradients" : "outputs";
-          if (!st.ok()) {
-            timings["validate"] = MsSince(t2);
-            return reject(absl::StrCat("validation failure on ", set_name, " (", what,
-                                       "): ", st.message()));
-          }
-          val[set_name][grads ? "training" : "inference"] = absl::StrCat(what, " match");
-        }
-      }
       auto t3 = Clock::now();
       absl::Status saved = SaveModel(*model, out_path);
       timings["save"] = MsSince(t3);
       if (!saved.ok()) return OutputFailed(spec, saved.message());
-      j["status"] = "optimized";
-      j["reason"] = absl::StrCat(total, " rewrites applied and validated (", spec.mode, ").");
-      if (spec.device == "cuda") {
-        // On the GPU: the saved artifact against the original, outputs and gradients with the
-        // GPU's own reductions, and the never-slower gate on the timed step.
-        auto t4 = Clock::now();
-        CheckOptions check;
-        check.device = "cuda";
-        check.inference = spec.mode != "training";
-        check.training = spec.mode != "inference";
-        check.trials = 2;
-        check.time = true;
-        torch::jit::Module reference = torch::jit::load(model_path);
-        torch::jit::Module candidate = torch::jit::load(out_path);
-        auto gpu = EquivalenceChecker(check).Check(reference, candidate, *inputs);
-        timings["validate_cuda"] = MsSince(t4);
-        if (!gpu.ok()) return reject(absl::StrCat("validation failure on cuda: ", gpu.status().message()));
-        if (!gpu->equivalent) {
-          return reject(absl::StrCat("validation failure on cuda: ", gpu->first_failure));
-        }
-        bool training = check.training;
-        double ref_ms = training ? gpu->reference_train_ms : gpu->reference_ms;
-        double cand_ms = training ? gpu->candidate_train_ms : gpu->candidate_ms;
-        int64_t ref_peak = training ? gpu->reference_train_peak_bytes : gpu->reference_peak_bytes;
-        int64_t cand_peak = training ? gpu->candidate_train_peak_bytes : gpu->candidate_peak_bytes;
-        const char* step = training ? "training step" : "forward";
-        val["cuda"] = {{"result", "outputs and gradients match"},
-                       {training ? "training_step_ms" : "forward_ms",
-                        {{"reference", ref_ms}, {"candidate", cand_ms}}},
-                       {training ? "training_step_peak_bytes" : "forward_peak_bytes",
-                        {{"reference", ref_peak}, {"candidate", cand_peak}}}};
-        std::string kept_because;
-        if (!(cand_ms < ref_ms)) {
-          kept_because = absl::StrFormat("The optimized model was not faster on the GPU (%.3f ms vs %.3f ms per %s)",
-                                         cand_ms, ref_ms, step);
-        } else if (spec.memory_margin >= 0 &&
-                   static_cast<double>(cand_peak) > static_cast<double>(ref_peak) * (1.0 + spec.memory_margin)) {
-          kept_because = absl::StrFormat(
-              "The optimized model needed more peak GPU memory (%.1f MiB vs %.1f MiB per %s, more "
-              "than the %.0f%% allowed)",
-              cand_peak / 1048576.0, ref_peak / 1048576.0, step, spec.memory_margin * 100);
-        }
-        if (!kept_because.empty()) {
-          absl::Status copied = CopyOriginal(model_path, out_path);
-          if (!copied.ok()) return OutputFailed(spec, copied.message());
-          j["status"] = "unchanged";
-          j["reason"] = absl::StrCat(kept_because, ", so the artifact is the original.");
-        }
+      // The saved artifact, loaded back as users load it, against the original: outputs and the
+      // gradients of every input, parameter and buffer (EquivalenceChecker), on the job's device.
+      auto t2 = Clock::now();
+      CheckOptions check;
+      check.device = device;
+      check.inference = spec.mode != "training";
+      check.training = training;
+      check.trials = 2;
+      check.time = timed;
+      auto reference = LoadModel(model_path);
+      auto candidate = LoadModel(out_path);
+      if (!reference.ok() || !candidate.ok()) {
+        return reject(absl::StrCat("validation failure: the artifact does not load: ",
+                                   (candidate.ok() ? reference : candidate).status().message()));
       }
+      auto checked = EquivalenceChecker(check).Check(reference->module, candidate->module, *inputs);
       timings["validate"] = MsSince(t2);
+      if (!checked.ok()) {
+        return reject(absl::StrCat("validation failure on ", device, ": ", checked.status().message()));
+      }
+      if (!checked->equivalent) {
+        return reject(absl::StrCat("validation failure on ", device, ": ", checked->first_failure));
+      }
+      nlohmann::json val = {{"mode", spec.mode},
+                            {"device", device},
+                            {"result", "outputs and gradients match"},
+                            {"tensors_compared", checked->findings.size()}};
+      j["status"] = "optimized";
+      j["reason"] = absl::StrCat(total, " rewrites applied and validated on ", device, " (",
+                                 spec.mode, ").");
+      if (timed) {
+        // The never-slower gate on the timed step of the published artifact.
+        StepFigures ref{training ? checked->reference_train_ms : checked->reference_ms,
+                        training ? checked->reference_train_peak_bytes : checked->reference_peak_bytes};
+        StepFigures cand{training ? checked->candidate_train_ms : checked->candidate_ms,
+                         training ? checked->candidate_train_peak_bytes : checked->candidate_peak_bytes};
+        const char* step = training ? "training step" : "forward";
+        val[training ? "training_step_ms" : "forward_ms"] = {{"reference", ref.ms}, {"candidate", cand.ms}};
+        val[training ? "training_step_peak_bytes" : "forward_peak_bytes"] = {
+            {"reference", ref.peak_bytes}, {"candidate", cand.peak_bytes}};
+        val["cuda_kernels_per_forward"] = {{"reference", checked->cuda_kernels_forward_reference},
+                                           {"candidate", checked->cuda_kernels_forward_candidate}};
+        val["cuda_kernels_per_training_step"] = {{"reference", checked->cuda_kernels_step_reference},
+                                                 {"candidate", checked->cuda_kernels_step_candidate}};
+        switch (Judge(ref, cand, margins)) {
+          case Verdict::kFaster:
+            break;
+          case Verdict::kNotFaster:
+            done = keep_original(absl::StrFormat(
+                "The optimized model was not faster on the GPU (%.3f ms vs %.3f ms per %s, %.0f%% "
+                "needed), so the artifact is the original.",
+                cand.ms, ref.ms, step, margins.speed * 100));
+            break;
+          case Verdict::kMoreMemory:
+            done = keep_original(absl::StrFormat(
+                "The optimized model needed more peak GPU memory (%.1f MiB vs %.1f MiB per %s, more "
+                "than the %.0f%% allowed), so the artifact is the original.",
+                cand.peak_bytes / 1048576.0, ref.peak_bytes / 1048576.0, step, margins.memory * 100));
+            break;
+        }
+      } else if (*after_ops > *before_ops) {
+        // No timing shows that the larger graph pays: the original is kept.
+        done = keep_original(absl::StrFormat(
+            "The optimized graph runs more aten ops per forward (%d vs %d) and nothing was timed "
+            "on %s to show that it is faster, so the artifact is the original.",
+            *after_ops, *before_ops, device));
+      }
       j["validation"] = val;
     }
+    if (done >= 0) return done;  // the original could not be copied
     auto art_sha = Sha256OfFile(out_path);
     if (!art_sha.ok()) return OutputFailed(spec, art_sha.status().message());
     j["artifact_sha256"] = *art_sha;
     j["timings_ms"] = timings;
     return Finish(spec, j);
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    return reject(absl::StrCat("crash: ", what.substr(0, what.find('\n'))));
+    return reject(absl::StrCat("crash: ", TorchErrorMessage(e.what())));
   }
 }
 

@@ -1,0 +1,56 @@
+// verdict.h — the one place that decides whether a measured model is faster than the original
+// and whether its peak memory stays within bounds. The gate's rule selection
+// (cost_selection.cc), sentierd's publishing decision (optimize_job.cc) and sentier_opt all call
+// it, with the same margins.
+//
+//   StepFigures original{.ms = 6.1, .peak_bytes = 235 << 20};
+//   StepFigures candidate{.ms = 5.0, .peak_bytes = 203 << 20};
+//   Verdict v = Judge(original, candidate, VerdictMargins{});   // Verdict::kFaster
+//
+// Faster means faster by more than `speed` (a fraction of the original's time: run-to-run noise
+// must not publish a model); within memory means a peak no more than `memory` (a fraction) above
+// the original's, where a negative `memory` turns the memory bound off. Unknown figures (-1) are
+// never faster and never within bounds.
+#ifndef SENTIER_RUNTIME_VERDICT_H_
+#define SENTIER_RUNTIME_VERDICT_H_
+
+#include <algorithm>
+#include <cstdint>
+
+namespace sentier {
+
+struct StepFigures {
+  double ms = -1.0;          // median time of the step
+  int64_t peak_bytes = -1;   // peak bytes the step allocates beyond what it started with
+};
+
+struct VerdictMargins {
+  double speed = 0.02;   // a change must win by more than this fraction
+  double memory = 0.01;  // peak memory may exceed the original's by this fraction; < 0: off
+};
+
+enum class Verdict { kFaster, kNotFaster, kMoreMemory };
+
+// FasterThan: `candidate_ms` beats `reference_ms` by more than the speed margin.
+inline bool FasterThan(double candidate_ms, double reference_ms, const VerdictMargins& m) {
+  return candidate_ms >= 0 && reference_ms > 0 && candidate_ms < reference_ms * (1.0 - m.speed);
+}
+
+// ExcessPeakBytes: bytes by which the candidate's peak exceeds what the memory margin allows
+// (0: within bounds, or the bound is off).
+inline int64_t ExcessPeakBytes(int64_t original_peak, int64_t candidate_peak, const VerdictMargins& m) {
+  if (m.memory < 0) return 0;
+  if (original_peak < 0 || candidate_peak < 0) return candidate_peak < 0 && original_peak < 0 ? 0 : 1;
+  int64_t limit = static_cast<int64_t>(static_cast<double>(original_peak) * (1.0 + m.memory));
+  return std::max<int64_t>(0, candidate_peak - limit);
+}
+
+// Judge: memory first (a faster model that needs more memory is not published), then speed.
+inline Verdict Judge(const StepFigures& original, const StepFigures& candidate, const VerdictMargins& m) {
+  if (ExcessPeakBytes(original.peak_bytes, candidate.peak_bytes, m) > 0) return Verdict::kMoreMemory;
+  return FasterThan(candidate.ms, original.ms, m) ? Verdict::kFaster : Verdict::kNotFaster;
+}
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_VERDICT_H_
