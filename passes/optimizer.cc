@@ -65,6 +65,7 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
     record();
     RewriteOptions ro;
     ro.max_rounds = options.max_rounds;
+    ro.self = canon.self;
     for (int outer = 0; outer < 4; ++outer) {
       canon.facts = facts_ptr;
       // With facts, canonicalization can go further (sections of a split by size, loops over

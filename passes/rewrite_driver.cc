@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <cstring>
 #include <cstdlib>
 #include <iostream>
@@ -21,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/internal/compiled_rule.h"
+#include "passes/module_objects.h"
 #include "passes/remove_dead_nodes.h"
 
 namespace sentier {
@@ -169,6 +171,52 @@ bool CreatedBy(const std::vector<std::pair<size_t, size_t>>& ranges, const Node*
   return false;
 }
 
+// Whether LibTorch's AliasDb may treat each prim::GetAttr of a module tensor as a distinct memory
+// location (its frozen mode): every module tensor is read by at most one GetAttr, no two module
+// tensors share storage (tied weights), no attribute is assigned, and no GetAttr yields another
+// mutable value (a list or dict attribute).
+bool ModuleReadsAreDistinct(Graph& graph, const c10::IValue& self) {
+  ModuleObjectMap objects = ModuleObjects(graph, self);
+  if (objects.empty()) return false;
+  absl::flat_hash_set<std::pair<const void*, std::string>> reads;
+  absl::flat_hash_set<const void*> storages;
+  bool ok = true;
+  std::function<void(Block*)> walk = [&](Block* b) {
+    for (Node* n : b->nodes()) {
+      if (!ok) return;
+      if (n->kind() == c10::prim::SetAttr) {
+        ok = false;
+      } else if (n->kind() == c10::prim::GetAttr) {
+        auto it = objects.find(n->input());
+        if (it == objects.end()) {
+          ok = false;
+        } else if (objects.count(n->output()) == 0) {
+          const std::string& name = n->s(c10::attr::name);
+          c10::optional<size_t> slot = it->second->type()->findAttributeSlot(name);
+          if (!slot) {
+            ok = false;
+          } else {
+            const c10::IValue& v = it->second->getSlot(*slot);
+            if (v.isTensor()) {
+              if (!reads.insert({it->second.get(), name}).second) ok = false;
+              const at::Tensor& t = v.toTensor();
+              if (t.defined() && t.has_storage() &&
+                  !storages.insert(t.storage().unsafeGetStorageImpl()).second) {
+                ok = false;
+              }
+            } else if (!(v.isInt() || v.isDouble() || v.isBool() || v.isString() || v.isNone())) {
+              ok = false;
+            }
+          }
+        }
+      }
+      for (Block* sub : n->blocks()) walk(sub);
+    }
+  };
+  walk(graph.block());
+  return ok;
+}
+
 }  // namespace
 
 bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
@@ -186,7 +234,8 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
     std::unique_ptr<torch::jit::AliasDb> alias_db;
     absl::flat_hash_set<const Node*> known;
     if (has_mutation) {
-      alias_db = std::make_unique<torch::jit::AliasDb>(graph);
+      alias_db = std::make_unique<torch::jit::AliasDb>(
+          graph, /*isFrozen=*/ModuleReadsAreDistinct(*graph, options.self));
       known.insert(nodes.begin(), nodes.end());
     }
     auto legal = [&](const std::vector<Node*>& matched, Node* anchor) {

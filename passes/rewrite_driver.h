@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/ivalue.h>
+
 #include "passes/rule_set.h"
 #include "passes/shape_facts.h"
 
@@ -27,6 +29,12 @@ namespace sentier {
 struct RewriteOptions {
   int max_rounds = 16;                 // rounds of "try every rule at every anchor"
   const ShapeFacts* facts = nullptr;   // optional; rules that need sizes fail without them
+  // The module object whose method the graph is (optional). With it, a graph that mutates one
+  // module tensor (BatchNorm's num_batches_tracked += 1) does not make every other parameter
+  // "possibly written": when every module tensor is read by one prim::GetAttr, no two share
+  // storage and nothing assigns attributes, each read is its own memory location (LibTorch's
+  // AliasDb in frozen mode); otherwise all module tensors may alias, as LibTorch assumes.
+  c10::IValue self;
 };
 
 struct RewriteStats {

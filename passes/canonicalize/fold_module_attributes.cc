@@ -22,6 +22,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "passes/canonicalize/passes.h"
+#include "passes/module_objects.h"
 
 namespace sentier {
 namespace {
@@ -111,22 +112,19 @@ bool OnlyRead(Value* list) {
   return true;
 }
 
-void Fold(Block* b, std::unordered_map<const Value*, ObjectPtr>* objects,
-          const absl::flat_hash_set<std::string>& assigned, PassCounters* counters, bool* changed) {
+void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<std::string>& assigned,
+          PassCounters* counters, bool* changed) {
   for (Node* n : b->nodes()) {
     for (Block* sub : n->blocks()) Fold(sub, objects, assigned, counters, changed);
     if (n->kind() != c10::prim::GetAttr) continue;
-    auto it = objects->find(n->input());
-    if (it == objects->end()) continue;
+    auto it = objects.find(n->input());
+    if (it == objects.end()) continue;
     const ObjectPtr& obj = it->second;
     const std::string& name = n->s(c10::attr::name);
     c10::optional<size_t> slot = obj->type()->findAttributeSlot(name);
     if (!slot) continue;
     const c10::IValue& value = obj->getSlot(*slot);
-    if (value.isObject()) {
-      (*objects)[n->output()] = value.toObject();  // a submodule: follow the path
-      continue;
-    }
+    if (value.isObject()) continue;  // a submodule: ModuleObjects follows the path
     if (!n->output()->hasUses()) continue;  // folded before: dead code removal takes it
     if (obj->type()->is_parameter(*slot) || obj->type()->is_buffer(*slot)) continue;
     if (name == "training" || assigned.contains(name) || !Foldable(value)) continue;
@@ -147,16 +145,13 @@ void Fold(Block* b, std::unordered_map<const Value*, ObjectPtr>* objects,
 
 bool FoldModuleAttributes(const std::shared_ptr<Graph>& graph, const c10::IValue& self,
                           PassCounters* counters) {
-  if (!self.isObject() || graph->inputs().empty()) return false;
-  Value* self_value = graph->inputs()[0];
-  auto cls = self_value->type()->cast<c10::ClassType>();
-  if (!cls || cls != self.toObject()->type()) return false;
+  ModuleObjectMap objects = ModuleObjects(*graph, self);
+  if (objects.empty()) return false;
   absl::flat_hash_set<const void*> seen;
   absl::flat_hash_set<std::string> assigned;
   AssignedNames(self.toObject(), &seen, &assigned);
-  std::unordered_map<const Value*, ObjectPtr> objects = {{self_value, self.toObject()}};
   bool changed = false;
-  Fold(graph->block(), &objects, assigned, counters, &changed);
+  Fold(graph->block(), objects, assigned, counters, &changed);
   return changed;
 }
 
