@@ -326,6 +326,13 @@ std::vector<c10::IValue> RandomInputsLike(const std::vector<c10::IValue>& sample
       r = at::randint(0, 2, shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
     } else if (offsets.count(path) != 0 || !c10::isIntegralType(t.scalar_type(), false)) {
       r = t.clone();  // offsets stay monotone; other dtypes (complex, quantized) are kept
+    } else if (t.dim() >= 2 && t.size(0) > 0) {
+      // A (batch, features...) index tensor: each feature's column has its own table, so each is
+      // drawn within its own observed range.
+      at::Tensor lo = std::get<0>(t.min(0, /*keepdim=*/true)).to(at::kDouble);
+      at::Tensor hi = std::get<0>(t.max(0, /*keepdim=*/true)).to(at::kDouble);
+      at::Tensor u = at::rand(shape, gen, at::TensorOptions().dtype(at::kDouble));
+      r = at::minimum(at::floor(u * (hi - lo + 1)) + lo, hi).to(t.scalar_type());
     } else {
       int64_t lo = t.numel() ? t.min().item<int64_t>() : 0;
       int64_t hi = t.numel() ? t.max().item<int64_t>() : 0;

@@ -11,7 +11,8 @@
 //   * MapTensors / FlattenTensors walk the structure (device moves, casts, requires_grad);
 //   * DoubleBatch doubles the batch (dim 0 of every tensor), continuing EmbeddingBag offsets;
 //   * RandomInputsLike draws fresh inputs of the samples' structure, shapes and dtypes: floats
-//     from each tensor's mean and spread, integers within the observed range, offsets kept
+//     from each tensor's mean and spread, integers within the observed range (per feature column
+//     for a (batch, features) index tensor: each column indexes its own table), offsets kept
 //     monotone. It is the one random-input generator of the project.
 //
 // Offsets: a 1-D integer tensor that starts at 0 and never decreases, paired with the 1-D integer

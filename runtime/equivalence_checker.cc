@@ -282,7 +282,9 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     auto ref = Run(reference, inputs, options_.dtype, device, training, seed);
     if (!ref.ok()) {
       if (t == 0) return ReferenceFailure(reference, inputs, device, ref.status());
-      continue;  // e.g. a model with a fixed batch size: that trial does not apply
+      // E.g. a model with a fixed batch size: that trial does not apply. Said in the report.
+      report.skipped_trials.push_back(absl::StrCat(trial, ": the reference does not run: ", ref.status().message()));
+      continue;
     }
     auto ref64 = Run(reference, inputs, c10::kDouble, c10::Device(c10::kCPU), training, seed);
     auto cand = Run(candidate, inputs, options_.dtype, device, training, seed);

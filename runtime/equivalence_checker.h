@@ -61,6 +61,7 @@ struct CheckReport {
   bool equivalent = true;
   std::string first_failure;  // one sentence naming the tensor, errors, tolerance and trial
   std::vector<CheckFinding> findings;
+  std::vector<std::string> skipped_trials;  // trials the reference itself could not run, and why
   int64_t aten_ops_reference = -1;  // top-level aten ops per forward (CPU proxy for kernels)
   int64_t aten_ops_candidate = -1;
   double reference_ms = -1.0;       // median forward time (with --time), device synchronized

@@ -3,7 +3,9 @@
 // Each wrapper runs one pass of torch/csrc/jit/passes that exists with the same behaviour in
 // LibTorch 1.13 and 2.x (the canonicalization tests run in both builds), and only where the graph
 // has something for it to do: several of them build an alias analysis, which on a 100k-node graph
-// costs more than the rest of canonicalization. Why each is safe for artifacts that must train:
+// costs more than the rest of canonicalization. (PeepholeOptimize is not used: what it rewrites
+// differs between LibTorch versions, and it merges nested cats that the rules are about.)
+// Why each is safe for artifacts that must train:
 //   inline_calls          Inline: a call and its inlined body compute the same values.
 //   constant_propagation  ConstantPropagationImmutableTypes: evaluates only ops whose inputs and
 //                         outputs are immutable (ints, floats, bools, strings, tuples of them) and
@@ -12,9 +14,6 @@
 //   remove_list_mutation  RemoveListMutation: proves with an alias analysis that no one else sees
 //                         the list before turning appends into one ListConstruct.
 //   lower_tuples          LowerSimpleTuples: a tuple built and unpacked in the graph.
-//   peephole              PeepholeOptimize with shape peepholes off: algebraic no-ops (x.t().t(),
-//                         `is None` on non-optional values, ...) checked for aliasing; shape
-//                         peepholes are off because scripted graphs carry no sizes.
 //   cse                   EliminateCommonSubexpression: alias-aware; never merges nodes with side
 //                         effects or nondeterminism (dropout, rand).
 //   constant_pooling      ConstantPooling: one node per distinct constant.
@@ -27,7 +26,6 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/lower_tuples.h>
-#include <torch/csrc/jit/passes/peephole.h>
 #include <torch/csrc/jit/passes/remove_mutation.h>
 
 #include "passes/canonicalize/passes.h"
@@ -121,12 +119,6 @@ bool LowerTuples(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
   int64_t removed = before - Count(graph->block());
   Note(counters, "lower_tuples.nodes_removed", removed);
   return removed != 0;
-}
-
-bool Peephole(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
-  bool changed = torch::jit::PeepholeOptimize(graph, /*disable_shape_peepholes=*/true);
-  Note(counters, "peephole.changed", changed);
-  return changed;
 }
 
 bool EliminateCommonSubexpressions(const std::shared_ptr<Graph>& graph, PassCounters* counters) {

@@ -41,6 +41,10 @@ bool FoldModuleAttributes(const std::shared_ptr<torch::jit::Graph>& graph, const
 // or the length; LibTorch's list idioms (slices of known lists, len of ListConstruct) follow.
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
+// FoldScalarTensors: aten::Int of integer arithmetic that tracing recorded on 0-dim tensors
+// (prim::NumToTensor(size) * 4) becomes the same arithmetic on ints.
+bool FoldScalarTensors(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
 // UnrollKnownLoops: fully unrolls `for` loops (initial and continue conditions constant true)
 // whose trip count is a constant, while the unrolled size stays under `max_unrolled_nodes`.
 bool UnrollKnownLoops(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters,
@@ -71,8 +75,6 @@ bool PropagateConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCou
 bool RemoveListMutations(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 // LowerTuples: LowerSimpleTuples — tuples built and unpacked in the graph become their elements.
 bool LowerTuples(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
-// Peephole: PeepholeOptimize with shape peepholes off (scripted graphs carry no sizes).
-bool Peephole(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 // EliminateCommonSubexpressions: EliminateCommonSubexpression (alias-aware).
 bool EliminateCommonSubexpressions(const std::shared_ptr<torch::jit::Graph>& graph,
                                    PassCounters* counters);

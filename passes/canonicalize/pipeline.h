@@ -2,7 +2,7 @@
 //
 // Canonicalize runs, in this order,
 //   inline_calls, fold_module_attributes, constant_propagation, remove_list_mutation,
-//   fold_list_reads, unroll_loops, lower_tuples, peephole, normalize_split_family, cse,
+//   fold_list_reads, fold_scalar_tensors, unroll_loops, lower_tuples, normalize_split_family, cse,
 //   constant_pooling, dead_code
 // and repeats the sequence while any pass changed the graph (at most `max_iterations` times):
 // the passes feed each other (a folded attribute makes a split's sections known, which makes a
