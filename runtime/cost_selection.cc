@@ -112,6 +112,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     return absl::StrFormat("%.3f ms, peak %s", t.ms, size(t.peak));
   };
   sel.log.push_back(absl::StrFormat("all rules: %s (original %s)", describe(*best), describe(orig)));
+  sel.none_fired = best->fired.empty();
   std::vector<std::string> dropped;
   auto measure_without = [&](const std::vector<std::string>& names) -> absl::StatusOr<Trial> {
     auto subset = rules.Filter("", WithoutRegex(names));

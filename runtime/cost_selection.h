@@ -47,6 +47,7 @@ struct CostOptions {
 struct CostSelection {
   std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
   bool faster = false;                   // the selected set beats the original
+  bool none_fired = false;               // no rule applies to this model at all
   double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set
   double original_forward_ms = 0.0, optimized_forward_ms = 0.0;

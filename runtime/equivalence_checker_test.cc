@@ -60,13 +60,16 @@ struct Planted {
   const char* name;
   const char* from;
   const char* to;
+  const char* base = kReference;  // the source the bug is planted in
+  const char* names = "";         // what the first failure must name (gradient-only bugs)
 };
 
 class PlantedBugTest : public ::testing::TestWithParam<Planted> {};
 
 TEST_P(PlantedBugTest, IsRejected) {
-  std::string bad = absl::StrReplaceAll(kReference, {{GetParam().from, GetParam().to}});
-  ASSERT_NE(bad, kReference) << "the planted bug changed nothing";
+  std::string base = GetParam().base;
+  std::string bad = absl::StrReplaceAll(base, {{GetParam().from, GetParam().to}});
+  ASSERT_NE(bad, base) << "the planted bug changed nothing";
   std::vector<std::string> devices = {"cpu"};
   if (torch::cuda::is_available()) devices.push_back("cuda");
   for (const std::string& device : devices) {
@@ -78,6 +81,7 @@ TEST_P(PlantedBugTest, IsRejected) {
       ASSERT_TRUE(r.ok()) << r.status();
       EXPECT_FALSE(r->equivalent) << GetParam().name << " on " << device << ", " << c10::toString(dtype);
       EXPECT_FALSE(r->first_failure.empty());
+      EXPECT_NE(r->first_failure.find(GetParam().names), std::string::npos) << r->first_failure;
     }
   }
 }
@@ -92,7 +96,17 @@ INSTANTIATE_TEST_SUITE_P(
         Planted{"dropped_bias", "torch.linear(b, self.w1, self.b1)", "torch.linear(b, self.w1, None)"},
         Planted{"transposed_weight", "torch.linear(a, self.w0, self.b0)",
                 "torch.linear(a, self.w0.t(), self.b0)"},
-        Planted{"wrong_activation", "yb = torch.relu(", "yb = torch.tanh("}),
+        Planted{"wrong_activation", "yb = torch.relu(", "yb = torch.tanh("},
+        // Gradient-only bugs: every output is exact, a parameter's gradient is not.
+        Planted{"detached_weight", "torch.linear(a, self.w0, self.b0)",
+                "torch.linear(a, self.w0.detach(), self.b0)", kReference,
+                "grad of param w0 on samples inputs: no gradient in the candidate"},
+        Planted{"halved_bias_gradient", "torch.linear(b, self.w1, self.b1)",
+                "torch.linear(b, self.w1, self.b1.detach() * 0.5 + self.b1 * 0.5)", kReference,
+                "grad of param b1 differs"},
+        Planted{"stack_of_detached_weights", "torch.stack([self.w0, self.w1], 0)",
+                "torch.stack([self.w0.detach(), self.w1.detach()], 0)", kBatched,
+                "grad of param w0"}),
     [](const ::testing::TestParamInfo<Planted>& info) { return std::string(info.param.name); });
 
 // CUDA: reordered reductions of cuBLAS (bmm vs mm) must pass; a planted bug must still fail.

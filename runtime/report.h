@@ -14,10 +14,9 @@
 #include "absl/strings/string_view.h"
 #include "passes/optimizer.h"
 #include "runtime/cost_selection.h"
+#include "runtime/report_schema.h"
 
 namespace sentier {
-
-constexpr int kReportSchemaVersion = 1;
 
 // NewReport: {"schema_version": 1, "tool": tool, "timings_ms": {}}.
 nlohmann::json NewReport(absl::string_view tool);

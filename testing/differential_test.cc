@@ -135,6 +135,36 @@ rule planted_layer_norm_without_bias
     replace %y with %r
 end
 )"},
+      // Gradient-only bugs: every value is kept, a weight's or a bias's gradient is not.
+      {"detached_weight", R"(
+rule planted_detached_weight
+  family vertical
+  description wrong on purpose: linear(x, w, b) -> linear(x, detach(w), b)
+  match
+    %y = aten::linear(%x, %w, %b)
+  rewrite
+    %wd = aten::detach(%w)
+    %r = aten::linear(%x, %wd, %b)
+    replace %y with %r
+end
+)"},
+      {"halved_bias_gradient", R"(
+rule planted_halved_bias_gradient
+  family vertical
+  description wrong on purpose: linear(x, w, b) -> linear(x, w, detach(b) * 0.5 + b * 0.5)
+  match
+    %y = aten::linear(%x, %w, %b)
+  where
+    not is_none(%b)
+  rewrite
+    %bd = aten::detach(%b)
+    %h1 = aten::mul(%bd, 0.5)
+    %h2 = aten::mul(%b, 0.5)
+    %bb = aten::add(%h1, %h2)
+    %r = aten::linear(%x, %w, %bb)
+    replace %y with %r
+end
+)"},
   };
   for (const Planted& p : planted) {
     auto parsed = ParseRules(p.text, std::string(p.name) + ".rules");

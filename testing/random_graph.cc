@@ -660,7 +660,7 @@ class Gen {
       } else if (op == "nan_to_num") {
         absl::StrAppend(&args, ", ", Float(0.0), ", ", None(), ", ", P(0.8) ? None() : Float(1.0));
       } else if (op == "dropout") {
-        absl::StrAppend(&args, ", ", Float(0.5), ", ", Bool(false));
+        absl::StrAppend(&args, ", ", Float(P(0.25) ? 0.0 : 0.5), ", ", Bool(false));
         view = true;
       } else if (op == "detach") {
         view = true;

@@ -37,10 +37,13 @@ if (( n < 12 )); then echo "FAIL list_rules: $n vertical rules"; fails=$((fails 
 # Success, with report: sha256 of the output matches the file written.
 check optimize 0 "rewrites" -- "$OPT" --input="$T/model.pt" --output="$T/opt.pt" --inputs="$T/inputs.pt" --rules="$RULES" --report="$T/report.json"
 want_sha=$(sha256sum "$T/opt.pt" | cut -d' ' -f1)
-grep -q "\"output_sha256\": \"$want_sha\"" "$T/report.json" || { echo "FAIL report sha256"; cat "$T/report.json"; fails=$((fails + 1)); }
-for key in rules_fingerprint applications nodes_before nodes_after optimize_ms input_sha256; do
+grep -q "\"artifact_sha256\": \"$want_sha\"" "$T/report.json" || { echo "FAIL report sha256"; cat "$T/report.json"; fails=$((fails + 1)); }
+for key in rules_fingerprint rule_counts canonicalize nodes_before nodes_after source_sha256; do
   grep -q "\"$key\"" "$T/report.json" || { echo "FAIL report lacks $key"; fails=$((fails + 1)); }
 done
+# The report follows the schema sentierd's report.json follows too.
+"$RUN/tools/check_report" --schema="$RUN/runtime/report_schema.json" "$T/report.json" \
+  || { echo "FAIL report does not follow runtime/report_schema.json"; fails=$((fails + 1)); }
 
 # Bad inputs: exit 2, the file named, no output written.
 rm -f "$T/bad_out.pt"

@@ -93,6 +93,7 @@
 #include "passes/digest.h"
 #include "runtime/daemon/daemon_state.h"
 #include "runtime/file_util.h"
+#include "runtime/report_schema.h"
 #include "runtime/daemon/job_planner.h"
 #include "runtime/daemon/optimize_job.h"
 #include "runtime/daemon/publisher.h"
@@ -485,6 +486,10 @@ void Daemon::Finish(Running r, int wait_status) {
 void Daemon::PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
                            double seconds) {
   const VersionInfo& v = job.source;
+  // The job writes the report (runtime/report.h); reports the daemon makes itself (a crash, a
+  // time-out) get the same header, so every report.json follows runtime/report_schema.json.
+  report["schema_version"] = kReportSchemaVersion;
+  report["tool"] = "sentierd";
   if (!report.contains("rules_fingerprint")) report["rules_fingerprint"] = rules_->fingerprint();
   report["model"] = v.model;
   report["version"] = v.version;

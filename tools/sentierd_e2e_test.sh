@@ -43,6 +43,12 @@ if wait_for "$O/towers/2/report.json" 120 && wait_for "$O/ranker/1/report.json" 
   for k in source_sha256 architecture_fingerprint rules_fingerprint rule_counts nodes_before nodes_after aten_ops_per_forward_before aten_ops_per_forward_after validation timings_ms; do
     grep -q "\"$k\"" "$O/ranker/1/report.json" || fail "report lacks $k"
   done
+  # Every report follows runtime/report_schema.json, the schema sentier_opt --report follows.
+  if "$RUN/tools/check_report" --schema="$RUN/runtime/report_schema.json" "$O"/*/*/report.json; then
+    ok "reports follow the schema"
+  else
+    fail "reports do not follow runtime/report_schema.json"
+  fi
 else
   fail "initial versions not published"; cat "$LOG"
 fi

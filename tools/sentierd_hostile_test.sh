@@ -37,6 +37,24 @@ for v in ranker/1 towers/1; do
   fi
 done
 
+# 1b. Planted gradient-only rules (testdata/planted): every output exact, a weight's or a bias's
+# gradient lost. Validation on the CPU compares the gradients of every parameter: rejected.
+PLANTED="$RUN/testdata/planted"
+for planted in detach_weight halve_bias_gradient stack_detached_weights; do
+  R="$T/reg_$planted"; O="$T/out_$planted"; mkdir -p "$R" "$T/rules_$planted"
+  cp "$PLANTED/$planted.rules" "$T/rules_$planted/"
+  put "$R" towers 1 feature_towers 1   # towers of tanh(linear(...)): every planted rule applies
+  "$D" --once --registry="$R" --output="$O" --rules="$T/rules_$planted" --device=cpu \
+    --poll_interval_ms=100 >"$T/log_$planted" 2>&1
+  s=$(status_of "$O/towers/1/report.json" 2>/dev/null)
+  if [[ "$s" == rejected ]] && grep -q "validation failure.*grad of param" "$O/towers/1/report.json" \
+      && [[ ! -e "$O/towers/1/model.pt" ]]; then
+    ok "$planted: rejected ($(grep -o 'grad of param [^ ]*' "$O/towers/1/report.json" | head -1))"
+  else
+    fail "$planted: status '$s'"; grep '"reason"' "$O/towers/1/report.json" 2>/dev/null
+  fi
+done
+
 # 2. Hostile files and names, with the shipped rules.
 R="$T/reg2"; O="$T/out2"; mkdir -p "$R"
 put "$R" good 1 waste 1

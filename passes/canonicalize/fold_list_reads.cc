@@ -17,6 +17,50 @@
 #include "passes/canonicalize/passes.h"
 
 namespace sentier {
+
+namespace {
+
+bool ImmutableType(const c10::TypePtr& t) {
+  switch (t->kind()) {
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::NoneType:
+    case c10::TypeKind::NumberType:
+      return true;
+    case c10::TypeKind::TupleType:
+      for (const c10::TypePtr& e : t->containedTypes()) {
+        if (!ImmutableType(e)) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// Every use only reads the list: the op's schema does not write that argument, and no output
+// that may alias it (an annotated return) has a mutable type — `xs[i]` of an int list is a read,
+// `split(x, sizes)` does not annotate `sizes` at all. Uses without a schema (a container, a
+// block, the graph's outputs) may lead to a write and stop the folding.
+bool ListIsOnlyRead(torch::jit::Value* list) {
+  for (const torch::jit::Use& u : list->uses()) {
+    const c10::FunctionSchema* schema = u.user->maybeSchema();
+    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
+    const auto& alias = schema->arguments()[u.offset].alias_info();
+    if (!alias) continue;
+    if (alias->isWrite()) return false;
+    for (size_t k = 0; k < schema->returns().size() && k < u.user->outputs().size(); ++k) {
+      if (schema->returns()[k].alias_info() != nullptr && !ImmutableType(u.user->output(k)->type())) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 namespace {
 
 using torch::jit::Block;
@@ -83,10 +127,48 @@ bool HasListReads(Block* b) {
   return false;
 }
 
+// A ListConstruct of int, float, bool or str constants that is only read is that constant list
+// (the form folded attributes and traced graphs have, and what rules' `$c` captures see).
+void ConstantLists(Block* b, PassCounters* counters, bool* changed) {
+  for (Node* n : b->nodes()) {
+    for (Block* sub : n->blocks()) ConstantLists(sub, counters, changed);
+    if (n->kind() != c10::prim::ListConstruct || !n->output()->hasUses()) continue;
+    auto lt = n->output()->type()->cast<c10::ListType>();
+    if (!lt) continue;
+    c10::TypeKind elem = lt->getElementType()->kind();
+    if (elem != c10::TypeKind::IntType && elem != c10::TypeKind::FloatType &&
+        elem != c10::TypeKind::BoolType && elem != c10::TypeKind::StringType) {
+      continue;
+    }
+    c10::impl::GenericList values(lt->getElementType());
+    bool all = true;
+    for (Value* in : n->inputs()) {
+      c10::optional<c10::IValue> v = torch::jit::toIValue(in);
+      if (!v || in->node()->kind() != c10::prim::Constant) {
+        all = false;
+        break;
+      }
+      values.push_back(*v);
+    }
+    if (!all || !ListIsOnlyRead(n->output())) continue;
+    c10::optional<Value*> c;
+    {
+      torch::jit::WithInsertPoint guard(n);
+      c = torch::jit::tryInsertConstant(*n->owningGraph(), c10::IValue(values));
+    }
+    if (!c) continue;
+    (*c)->setType(n->output()->type());
+    n->output()->replaceAllUsesWith(*c);
+    *changed = true;
+    if (counters != nullptr) ++(*counters)["fold_list_reads.constant_list_literals"];
+  }
+}
+
 }  // namespace
 
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters) {
   bool changed = false;
+  ConstantLists(graph->block(), counters, &changed);
   FoldConstantListReads(graph->block(), counters, &changed);
   // LibTorch's pass builds an alias analysis: only when a ListConstruct is read.
   if (HasListReads(graph->block()) && torch::jit::PeepholeOptimizeListIdioms(graph)) {

@@ -73,45 +73,6 @@ bool Foldable(const c10::IValue& v) {
   return false;
 }
 
-bool ImmutableType(const c10::TypePtr& t) {
-  switch (t->kind()) {
-    case c10::TypeKind::IntType:
-    case c10::TypeKind::FloatType:
-    case c10::TypeKind::BoolType:
-    case c10::TypeKind::StringType:
-    case c10::TypeKind::NoneType:
-    case c10::TypeKind::NumberType:
-      return true;
-    case c10::TypeKind::TupleType:
-      for (const c10::TypePtr& e : t->containedTypes()) {
-        if (!ImmutableType(e)) return false;
-      }
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Every use only reads the list: the op's schema does not write that argument, and no output
-// that may alias it (an annotated return) has a mutable type — `xs[i]` of an int list is a read,
-// `split(x, sizes)` does not annotate `sizes` at all. Uses without a schema (a container, a
-// block, the graph's outputs) may lead to a write and stop the folding.
-bool OnlyRead(Value* list) {
-  for (const torch::jit::Use& u : list->uses()) {
-    const c10::FunctionSchema* schema = u.user->maybeSchema();
-    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
-    const auto& alias = schema->arguments()[u.offset].alias_info();
-    if (!alias) continue;
-    if (alias->isWrite()) return false;
-    for (size_t k = 0; k < schema->returns().size() && k < u.user->outputs().size(); ++k) {
-      if (schema->returns()[k].alias_info() != nullptr && !ImmutableType(u.user->output(k)->type())) {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<std::string>& assigned,
           PassCounters* counters, bool* changed) {
   for (Node* n : b->nodes()) {
@@ -128,7 +89,7 @@ void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<st
     if (!n->output()->hasUses()) continue;  // folded before: dead code removal takes it
     if (obj->type()->is_parameter(*slot) || obj->type()->is_buffer(*slot)) continue;
     if (name == "training" || assigned.contains(name) || !Foldable(value)) continue;
-    if (value.isList() && !OnlyRead(n->output())) continue;
+    if (value.isList() && !ListIsOnlyRead(n->output())) continue;
     c10::optional<Value*> c;
     {
       torch::jit::WithInsertPoint guard(n);

@@ -36,14 +36,19 @@ using PassCounters = std::map<std::string, int64_t>;
 bool FoldModuleAttributes(const std::shared_ptr<torch::jit::Graph>& graph, const c10::IValue& self,
                           PassCounters* counters);
 
-// FoldListReads: aten::len and aten::__getitem__ (constant index) of a list whose elements are
-// known — a prim::ListConstruct or a constant list that nothing writes to — become the element
-// or the length; LibTorch's list idioms (slices of known lists, len of ListConstruct) follow.
+// FoldListReads: a ListConstruct of scalar constants that is only read becomes a constant list;
+// aten::len and aten::__getitem__ (constant index) of a list whose elements are known — a
+// prim::ListConstruct or a constant list that nothing writes to — become the element or the
+// length; LibTorch's list idioms (slices of known lists, len of ListConstruct) follow.
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
 // FoldScalarTensors: aten::Int of integer arithmetic that tracing recorded on 0-dim tensors
 // (prim::NumToTensor(size) * 4) becomes the same arithmetic on ints.
 bool FoldScalarTensors(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
+// ListIsOnlyRead: every use of the list value only reads it: no schema writes it or returns it
+// aliased with a mutable type, and no use lacks a schema (containers, blocks, outputs).
+bool ListIsOnlyRead(torch::jit::Value* list);
 
 // UnrollKnownLoops: fully unrolls `for` loops (initial and continue conditions constant true)
 // whose trip count is a constant, while the unrolled size stays under `max_unrolled_nodes`.

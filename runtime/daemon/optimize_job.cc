@@ -166,7 +166,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
       AddSelection(*sel, device, spec.mode, &j);
       use = sel->rules;  // empty when no set pays
-      if (!sel->faster) {
+      if (!sel->faster && !sel->none_fired) {
         unchanged_reason = absl::StrFormat(
             "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
             "%.1f MiB; %s), so the artifact is a copy of the original model.",
@@ -266,7 +266,7 @@ int RunOptimizeJob(const JobSpec& spec) {
                 cand.peak_bytes / 1048576.0, ref.peak_bytes / 1048576.0, step, margins.memory * 100));
             break;
         }
-      } else if (*after_ops > *before_ops) {
+      } else if (!select && *after_ops > *before_ops) {
         // No timing shows that the larger graph pays: the original is kept.
         done = keep_original(absl::StrFormat(
             "The optimized graph runs more aten ops per forward (%d vs %d) and nothing was timed "
