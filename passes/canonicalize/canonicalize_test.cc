@@ -1,0 +1,252 @@
+// canonicalize_test.cc — each canonicalization pass on the idiom it exists for (FileCheck on the
+// result), that it leaves alone what it must not touch, and that the pipeline computes what the
+// input computed. Runs against LibTorch 1.13 (Bazel) and 2.x (the CMake build on the GPU
+// machine), which is how "the same behaviour in both" is checked.
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/csrc/jit/testing/file_check.h>
+#include <torch/torch.h>
+
+#include "passes/canonicalize/passes.h"
+#include "passes/canonicalize/pipeline.h"
+
+namespace sentier {
+namespace {
+
+using torch::jit::testing::FileCheck;
+
+std::shared_ptr<torch::jit::Graph> Parse(const std::string& ir) {
+  auto g = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(ir, g.get());
+  return g;
+}
+
+std::vector<c10::IValue> RunGraphOn(const std::shared_ptr<torch::jit::Graph>& g, std::vector<c10::IValue> stack) {
+  torch::jit::Code code(g, "test");
+  torch::jit::InterpreterState(code).run(stack);
+  return stack;
+}
+
+// A module written the way scripted models are: an int, a list and a bool attribute, a method
+// that assigns one attribute, a ModuleList-like loop, appends, and a counter.
+torch::jit::Module Towers() {
+  torch::jit::Module m("Towers");
+  m.register_attribute("d", c10::IntType::get(), int64_t{4});
+  m.register_attribute("sizes", c10::ListType::ofInts(), c10::IValue(std::vector<int64_t>{4, 4}));
+  m.register_attribute("scale", c10::FloatType::get(), 1.0);
+  m.register_attribute("training", c10::BoolType::get(), true);
+  m.register_parameter("w", torch::randn({4, 4}), false);
+  m.define(R"TS(
+def forward(self, x):
+    parts = torch.split(x, self.d, 1)
+    sized = torch.split(x, self.sizes, 1)
+    outs: List[Tensor] = []
+    i = 0
+    for k in range(len(self.sizes)):
+        outs.append(torch.relu(torch.linear(parts[i], self.w)) + sized[k] * self.scale)
+        i += 1
+    if self.training:
+        return torch.cat(outs, 1)
+    return torch.cat(outs, 0)
+
+def set_scale(self, s: float):
+    self.scale = s
+)TS");
+  return m;
+}
+
+std::shared_ptr<torch::jit::Graph> InlinedForward(const torch::jit::Module& m) {
+  auto g = m.get_method("forward").graph()->copy();
+  torch::jit::Inline(*g);
+  return g;
+}
+
+TEST(FoldModuleAttributesTest, FoldsConfigurationNotStateTrainingOrAssigned) {
+  torch::jit::Module m = Towers();
+  auto g = InlinedForward(m);
+  PassCounters counters;
+  EXPECT_TRUE(FoldModuleAttributes(g, m._ivalue(), &counters));
+  EliminateDeadNodes(g, nullptr);
+  FileCheck()
+      .check_not("prim::GetAttr[name=\"d\"]")
+      ->check_not("prim::GetAttr[name=\"sizes\"]")
+      ->run(*g);
+  // Parameters stay module state; `training` flips with train()/eval(); `scale` is assigned by
+  // set_scale: none of them is folded.
+  std::string text = g->toString();
+  EXPECT_NE(text.find("prim::GetAttr[name=\"w\"]"), std::string::npos) << text;
+  EXPECT_NE(text.find("prim::GetAttr[name=\"training\"]"), std::string::npos) << text;
+  EXPECT_NE(text.find("prim::GetAttr[name=\"scale\"]"), std::string::npos) << text;
+  EXPECT_EQ(counters["fold_module_attributes.attributes"], 3);  // d, sizes (twice)
+  EXPECT_FALSE(FoldModuleAttributes(g, m._ivalue(), &counters)) << "not a fixpoint";
+}
+
+TEST(FoldModuleAttributesTest, NoModuleObjectNoChange) {
+  torch::jit::Module m = Towers();
+  auto g = InlinedForward(m);
+  EXPECT_FALSE(FoldModuleAttributes(g, c10::IValue(), nullptr));
+}
+
+TEST(CanonicalizeTest, ScriptedLoopBecomesStraightLineAndComputesTheSame) {
+  torch::jit::Module m = Towers();
+  auto g = InlinedForward(m);
+  auto original = g->copy();
+  CanonicalizeOptions options;
+  options.self = m._ivalue();
+  std::vector<std::string> seen;
+  options.after_pass = [&](const std::string& pass, const torch::jit::Graph&) { seen.push_back(pass); };
+  PassCounters counters;
+  EXPECT_TRUE(Canonicalize(g, options, &counters));
+  FileCheck()
+      .check_not("prim::Loop")
+      ->check_not("aten::append")
+      ->check_not("aten::len")
+      ->check_count("aten::linear", 2, /*exactly=*/true)
+      ->run(*g);
+  EXPECT_GT(counters["unroll_loops.loops"], 0);
+  EXPECT_GT(counters["remove_list_mutation"], 0);
+  EXPECT_GT(counters["fold_module_attributes"], 0);
+  EXPECT_FALSE(seen.empty());
+  for (const std::string& pass : seen) {
+    const auto& names = CanonicalPassNames();
+    EXPECT_NE(std::find(names.begin(), names.end(), pass), names.end()) << pass;
+  }
+  // Same outputs, in training and eval mode (the `training` branch was kept).
+  at::Tensor x = torch::randn({5, 8});
+  for (bool training : {true, false}) {
+    m.train(training);
+    at::Tensor want = RunGraphOn(original, {m._ivalue(), x})[0].toTensor();
+    at::Tensor got = RunGraphOn(g, {m._ivalue(), x})[0].toTensor();
+    EXPECT_TRUE(at::allclose(want, got)) << "training=" << training;
+  }
+  EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
+}
+
+TEST(PropagateConstantsTest, IfOnConstantBecomesItsBranch) {
+  auto g = Parse(R"IR(
+graph(%x : Tensor):
+  %c : bool = prim::Constant[value=0]()
+  %y : Tensor = prim::If(%c)
+    block0():
+      %a : Tensor = aten::relu_(%x)
+      -> (%a)
+    block1():
+      %b : Tensor = aten::relu(%x)
+      -> (%b)
+  return (%y)
+)IR");
+  EXPECT_TRUE(PropagateConstants(g, nullptr));
+  FileCheck().check_not("prim::If")->check("aten::relu(")->check_not("aten::relu_")->run(*g);
+}
+
+TEST(RemoveListMutationsTest, AppendsBecomeOneListConstruct) {
+  auto g = Parse(R"IR(
+graph(%a : Tensor, %b : Tensor):
+  %d : int = prim::Constant[value=0]()
+  %l : Tensor[] = prim::ListConstruct()
+  %1 : Tensor[] = aten::append(%l, %a)
+  %2 : Tensor[] = aten::append(%l, %b)
+  %y : Tensor = aten::cat(%l, %d)
+  return (%y)
+)IR");
+  EXPECT_TRUE(RemoveListMutations(g, nullptr));
+  EliminateDeadNodes(g, nullptr);
+  FileCheck().check_not("aten::append")->check("prim::ListConstruct(%a, %b)")->run(*g);
+}
+
+TEST(FoldListReadsTest, ConstantListReadsAndLiteralsFold) {
+  auto g = Parse(R"IR(
+graph(%x : Tensor):
+  %k : int = prim::Constant[value=1]()
+  %sizes : int[] = prim::Constant[value=[3, 5]]()
+  %s : int = aten::__getitem__(%sizes, %k)
+  %n : int = aten::len(%sizes)
+  %four : int = prim::Constant[value=4]()
+  %lit : int[] = prim::ListConstruct(%four, %four)
+  %v : Tensor = aten::view(%x, %lit)
+  %r : Tensor = aten::mul(%v, %s)
+  %q : Tensor = aten::mul(%r, %n)
+  return (%q)
+)IR");
+  PassCounters counters;
+  EXPECT_TRUE(FoldListReads(g, &counters));
+  EliminateDeadNodes(g, nullptr);
+  FileCheck()
+      .check_not("aten::__getitem__")
+      ->check_not("aten::len")
+      ->check_not("prim::ListConstruct")
+      ->check("aten::view")
+      ->run(*g);
+  EXPECT_EQ(counters["fold_list_reads.constant_lists"], 2);
+  EXPECT_EQ(counters["fold_list_reads.constant_list_literals"], 1);
+}
+
+TEST(FoldListReadsTest, WrittenListIsNotFolded) {
+  auto g = Parse(R"IR(
+graph(%x : Tensor):
+  %k : int = prim::Constant[value=1]()
+  %four : int = prim::Constant[value=4]()
+  %lit : int[] = prim::ListConstruct(%four, %four)
+  %1 : int[] = aten::append(%lit, %k)
+  %v : Tensor = aten::view(%x, %lit)
+  return (%v)
+)IR");
+  FoldListReads(g, nullptr);
+  FileCheck().check("prim::ListConstruct")->check("aten::append")->run(*g);
+}
+
+TEST(FoldScalarTensorsTest, TracedSizeArithmeticBecomesIntArithmetic) {
+  auto g = Parse(R"IR(
+graph(%x : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %four : int = prim::Constant[value=4]()
+  %n : int = aten::size(%x, %zero)
+  %t : Tensor = prim::NumToTensor(%n)
+  %m : Tensor = aten::mul(%t, %four)
+  %i : int = aten::Int(%m)
+  %l : int[] = prim::ListConstruct(%i)
+  %y : Tensor = aten::reshape(%x, %l)
+  return (%y)
+)IR");
+  PassCounters counters;
+  EXPECT_TRUE(FoldScalarTensors(g, &counters));
+  EliminateDeadNodes(g, nullptr);
+  FileCheck().check_not("aten::Int")->check_not("prim::NumToTensor")->check("int = aten::mul")->run(*g);
+  at::Tensor x = torch::randn({3, 4});
+  EXPECT_TRUE(at::equal(RunGraphOn(g, {x})[0].toTensor(), x.reshape({12})));
+}
+
+TEST(FoldScalarTensorsTest, TruncatingDivisionOfUnknownSignIsKept) {
+  auto g = Parse(R"IR(
+graph(%a : int):
+  %three : int = prim::Constant[value=3]()
+  %t : Tensor = prim::NumToTensor(%a)
+  %m : Tensor = aten::div(%t, %three)
+  %i : int = aten::Int(%m)
+  return (%i)
+)IR");
+  EXPECT_FALSE(FoldScalarTensors(g, nullptr));  // -7 / 3: trunc -2, floor -3
+}
+
+TEST(UnrollKnownLoopsTest, ConstantTripCountUnrolledWhileLoopKept) {
+  auto g = Parse(R"IR(
+graph(%x : Tensor):
+  %n : int = prim::Constant[value=3]()
+  %t : bool = prim::Constant[value=1]()
+  %y : Tensor = prim::Loop(%n, %t, %x)
+    block0(%i : int, %acc : Tensor):
+      %r : Tensor = aten::relu(%acc)
+      -> (%t, %r)
+  return (%y)
+)IR");
+  PassCounters counters;
+  EXPECT_TRUE(UnrollKnownLoops(g, &counters));
+  FileCheck().check_not("prim::Loop")->check_count("aten::relu", 3, true)->run(*g);
+  EXPECT_EQ(counters["unroll_loops.loops"], 1);
+}
+
+}  // namespace
+}  // namespace sentier

@@ -1,0 +1,113 @@
+// sample_inputs_test.cc — forward arguments of every structure: conformed to the schema's static
+// types, doubled along the batch with EmbeddingBag offsets continued, and redrawn with the same
+// structure, offsets monotone and indices within each table.
+#include "passes/sample_inputs.h"
+
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/torch.h>
+
+namespace sentier {
+namespace {
+
+const c10::FunctionSchema& Schema() {
+  static torch::jit::Module m = [] {
+    torch::jit::Module mod("Structured");
+    mod.define(R"TS(
+def forward(self, xs: List[Tensor], d: Dict[str, Tensor], t: Tuple[Tensor, int], o: Optional[Tensor] = None):
+    return xs[0]
+)TS");
+    return mod;
+  }();
+  return m.get_method("forward").function().getSchema();
+}
+
+c10::IValue GenericList(std::vector<c10::IValue> items) {
+  c10::impl::GenericList l(c10::AnyType::get());
+  for (auto& i : items) l.push_back(i);
+  return l;
+}
+
+c10::IValue GenericDict(std::vector<std::pair<std::string, at::Tensor>> items) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  for (auto& [k, v] : items) d.insert(k, v);
+  return d;
+}
+
+TEST(ConformToSchemaTest, RebuildsTypedContainersAndFillsDefaults) {
+  std::vector<c10::IValue> raw = {
+      GenericList({torch::ones({2, 3}), torch::zeros({2, 3})}),
+      GenericDict({{"a", torch::ones({2})}}),
+      c10::ivalue::Tuple::create({torch::ones({2}), c10::IValue(int64_t{3})}),
+  };
+  auto args = ConformToSchema(Schema(), raw);
+  ASSERT_TRUE(args.ok()) << args.status();
+  ASSERT_EQ(args->size(), 4u);
+  EXPECT_EQ((*args)[0].toList().elementType()->kind(), c10::TypeKind::TensorType);  // not List[Any]
+  EXPECT_EQ((*args)[1].toGenericDict().valueType()->kind(), c10::TypeKind::TensorType);
+  EXPECT_TRUE((*args)[2].isTuple());
+  EXPECT_TRUE((*args)[3].isNone());  // the default of the Optional argument
+}
+
+TEST(ConformToSchemaTest, ErrorNamesTheArgumentThatDoesNotFit) {
+  std::vector<c10::IValue> raw = {GenericList({torch::ones({2}), c10::IValue(int64_t{1})}),
+                                  GenericDict({}), c10::ivalue::Tuple::create({torch::ones({1}), c10::IValue(int64_t{1})})};
+  auto args = ConformToSchema(Schema(), raw);
+  ASSERT_FALSE(args.ok());
+  EXPECT_NE(args.status().message().find("argument 'xs'[1]"), std::string::npos) << args.status();
+  auto too_many = ConformToSchema(Schema(), std::vector<c10::IValue>(5, torch::ones({1})));
+  EXPECT_FALSE(too_many.ok());
+}
+
+TEST(DoubleBatchTest, OffsetsContinuePastTheFirstCopyOfTheirIndices) {
+  at::Tensor dense = torch::randn({3, 4});
+  at::Tensor indices = torch::tensor({7, 1, 4, 2, 9}, torch::kLong);  // bags [7,1], [4], [2,9]
+  at::Tensor offsets = torch::tensor({0, 2, 3}, torch::kLong);
+  std::vector<c10::IValue> in = {dense, GenericList({indices}), GenericList({offsets})};
+  std::vector<c10::IValue> d = DoubleBatch(in);
+  EXPECT_EQ(d[0].toTensor().size(0), 6);
+  at::Tensor di = d[1].toListRef()[0].toTensor();
+  at::Tensor off = d[2].toListRef()[0].toTensor();
+  EXPECT_TRUE(at::equal(di, torch::cat({indices, indices})));
+  EXPECT_TRUE(at::equal(off, torch::tensor({0, 2, 3, 5, 7, 8}, torch::kLong)));
+  // With the last offset included (include_last_offset=True): [0, 2, 3, 5] -> 7 entries.
+  std::vector<c10::IValue> last = {indices, torch::tensor({0, 2, 3, 5}, torch::kLong)};
+  EXPECT_TRUE(at::equal(DoubleBatch(last)[1].toTensor(),
+                        torch::tensor({0, 2, 3, 5, 7, 8, 10}, torch::kLong)));
+}
+
+TEST(RandomInputsLikeTest, SameStructureOffsetsKeptIndicesInEachTable) {
+  at::Tensor ids = torch::stack({torch::arange(0, 8) % 3, torch::arange(0, 8) % 50 + 100}, 1);  // (8, 2)
+  at::Tensor indices = torch::tensor({7, 1, 4, 2, 9}, torch::kLong);
+  at::Tensor offsets = torch::tensor({0, 2, 3}, torch::kLong);
+  std::vector<c10::IValue> in = {torch::randn({8, 4}) * 3 + 10, ids, GenericList({indices}),
+                                 GenericList({offsets})};
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  for (int64_t scale : {1, 2}) {
+    std::vector<c10::IValue> r = RandomInputsLike(in, gen, scale);
+    ASSERT_EQ(r.size(), 4u);
+    EXPECT_EQ(r[0].toTensor().size(0), 8 * scale);
+    EXPECT_GT(r[0].toTensor().mean().item<double>(), 5.0);  // drawn from the sample's spread
+    at::Tensor rid = r[1].toTensor();
+    EXPECT_LE(rid.select(1, 0).max().item<int64_t>(), 2);  // column 0's table: 0..2
+    EXPECT_GE(rid.select(1, 1).min().item<int64_t>(), 100);  // column 1's: 100..149
+    at::Tensor ri = r[2].toListRef()[0].toTensor();
+    EXPECT_GE(ri.min().item<int64_t>(), 1);
+    EXPECT_LE(ri.max().item<int64_t>(), 9);
+    at::Tensor ro = r[3].toListRef()[0].toTensor();
+    EXPECT_TRUE(at::equal(ro, scale == 1 ? offsets : torch::tensor({0, 2, 3, 5, 7, 8}, torch::kLong)));
+    EXPECT_TRUE(r[2].isList());
+  }
+}
+
+TEST(FlattenTensorsTest, PathsNameEveryTensorInSortedDictOrder) {
+  std::vector<c10::IValue> in = {GenericDict({{"b", torch::ones({1})}, {"a", torch::zeros({1})}}),
+                                 c10::IValue()};
+  NamedTensors flat = FlattenTensors(in);
+  ASSERT_EQ(flat.size(), 2u);
+  EXPECT_EQ(flat[0].first, "input[0][a]");
+  EXPECT_EQ(flat[1].first, "input[0][b]");
+}
+
+}  // namespace
+}  // namespace sentier
