@@ -88,6 +88,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "passes/digest.h"
@@ -171,9 +172,11 @@ struct Metrics {
       absl::StrAppend(&s, "# HELP ", name, " ", help, "\n# TYPE ", name, " counter\n", name, " ",
                       v, "\n");
     };
+    // Doubles at full precision (StrAppend's 6 digits would give Unix times a 1,000 s grain).
+    auto number = [](double v) { return absl::StrFormat("%.17g", v); };
     auto gauge = [&](const char* name, const char* help, double v) {
       absl::StrAppend(&s, "# HELP ", name, " ", help, "\n# TYPE ", name, " gauge\n", name, " ",
-                      v, "\n");
+                      number(v), "\n");
     };
     counter("sentierd_versions_seen_total", "Versions taken for processing.", seen);
     counter("sentierd_versions_optimized_total", "Versions published optimized.", optimized);
@@ -185,7 +188,7 @@ struct Metrics {
                     "# HELP sentierd_job_duration_seconds Job wall time.\n"
                     "# TYPE sentierd_job_duration_seconds summary\n"
                     "sentierd_job_duration_seconds_sum ",
-                    job_seconds_sum, "\nsentierd_job_duration_seconds_count ", job_count, "\n");
+                    number(job_seconds_sum), "\nsentierd_job_duration_seconds_count ", job_count, "\n");
     gauge("sentierd_queue_depth", "Jobs waiting for a worker.", queue_depth);
     gauge("sentierd_jobs_in_flight", "Job processes running.", in_flight);
     gauge("sentierd_last_poll_timestamp_seconds", "Unix time of the last registry poll.",

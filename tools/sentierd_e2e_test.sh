@@ -83,6 +83,10 @@ if command -v curl >/dev/null; then
   curl -sf "http://127.0.0.1:$PORT/healthz" | grep -q ok && ok "/healthz" || fail "/healthz"
   curl -sf "http://127.0.0.1:$PORT/metrics" >"$T/metrics.txt"
   grep -q '^sentierd_versions_rejected_total 4' "$T/metrics.txt" && grep -q '# TYPE sentierd_queue_depth gauge' "$T/metrics.txt" && ok "/metrics" || { fail "/metrics"; cat "$T/metrics.txt"; }
+  # The poll timestamp at full precision: within 120 s of now (6 digits would be 1,000 s off).
+  ts=$(grep '^sentierd_last_poll_timestamp_seconds ' "$T/metrics.txt" | cut -d' ' -f2)
+  awk -v t="$ts" -v now="$(date +%s)" 'BEGIN { exit !(t + 0 > now - 120 && t + 0 <= now + 1 && t !~ /e\+/) }' \
+    && ok "poll timestamp $ts" || fail "poll timestamp '$ts' not at full precision"
 fi
 
 # 5. Rule file edited: latest versions re-processed, earlier ones not.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pack_deps.sh — packs Debian's static Abseil/RE2/gflags/glog libraries and the headers of those
-# and of nlohmann-json into build/gpu-deps.tar.gz (a few MB), for a machine that has LibTorch
+# and of nlohmann-json and cpp-httplib into build/gpu-deps.tar.gz (a few MB), for a machine that has LibTorch
 # with CUDA, CMake and GoogleTest but not these libraries (see README, section "GPU").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -9,6 +9,7 @@ rm -rf "$out"
 mkdir -p "$out/include" "$out/lib"
 cp -r /usr/include/absl /usr/include/re2 /usr/include/gflags /usr/include/glog \
       /usr/include/nlohmann "$out/include/"
+cp /usr/include/httplib.h "$out/include/"  # cpp-httplib (header-only): sentierd's /metrics
 cp /usr/lib/x86_64-linux-gnu/libabsl_*.a /usr/lib/x86_64-linux-gnu/libre2.a \
    /usr/lib/x86_64-linux-gnu/libgflags.a /usr/lib/x86_64-linux-gnu/libglog.a "$out/lib/"
 # Debian's static glog unwinds with libunwind, which decompresses debug info with liblzma.
