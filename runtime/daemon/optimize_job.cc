@@ -186,6 +186,7 @@ int RunOptimizeJob(const JobSpec& spec) {
     auto keep_original = [&](const std::string& reason) -> int {
       absl::Status copied = CopyOriginal(model_path, out_path);
       if (!copied.ok()) return OutputFailed(spec, copied.message());
+      j["aten_ops_per_forward_after"] = *before_ops;  // the artifact is the original
       j["status"] = "unchanged";
       j["reason"] = reason;
       return -1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build_and_test.sh — on the GPU machine (pip torch with CUDA, nvcc, cmake, ninja, GoogleTest):
 # unpacks build/gpu-deps.tar.gz, builds the CMake mirror against the Python torch's LibTorch,
-# runs the test suite (CUDA tests included) and, with --bench, the benchmarks. Logs go to
+# runs the test suite (CUDA tests included; $SENTIER_CTEST_JOBS at once, default 4) and, with
+# --bench, the benchmarks; --build_only stops after the build. Logs go to
 # ${OUT:-build}/gpu-*.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +15,8 @@ cmake -S . -B build/cmake -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PAT
       -DSENTIER_DEPS_DIR="$PWD/build/gpu-deps" >"$logs/gpu-cmake.log" 2>&1 || { tail -40 "$logs/gpu-cmake.log"; exit 1; }
 ninja -C build/cmake >"$logs/gpu-build.log" 2>&1 || { grep -E "error|Error" "$logs/gpu-build.log" | head -40; exit 1; }
 echo "build ok"
-(cd build/cmake && ctest --output-on-failure 2>&1 | tee "$logs/gpu-ctest.log" | tail -25)
+if [[ "${1:-}" == "--build_only" ]]; then exit 0; fi
+(cd build/cmake && ctest --output-on-failure -j "${SENTIER_CTEST_JOBS:-4}" 2>&1 | tee "$logs/gpu-ctest.log" | tail -25)
 rc=${PIPESTATUS[0]}
 if [[ "${1:-}" == "--bench" ]]; then
   SENTIER_RULES_DIR=$PWD/patterns build/cmake/optimize_benchmark --benchmark_min_time=0.1 2>&1 | tee "$logs/gpu-bench.log" | tail -30

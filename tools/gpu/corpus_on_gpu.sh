@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# corpus_on_gpu.sh — on the GPU machine, after tools/gpu/build_and_test.sh built build/cmake:
+# sentierd --device=cuda over a registry of the Python-authored corpus, then a plain Python client
+# (tools/gpu/train_client.py) that loads, trains and times every published artifact.
+#
+#   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b]
+#
+# The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU),
+# with sample inputs at --batch drawn by make_corpus.py --inputs_only (the GPU machine's torch).
+# Writes to ${OUT:-build}: corpus-sentierd.log, corpus-client.{md,json,log}, corpus-reports.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-build}"
+batch=4096
+archives=torch2.11
+models=""
+for a in "$@"; do
+  case "$a" in
+    --batch=*) batch="${a#--batch=}" ;;
+    --archives=*) archives="${a#--archives=}" ;;
+    --models=*) models="${a#--models=}" ;;
+    *) echo "corpus_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+if [[ ! -x build/cmake/sentierd ]]; then
+  tools/gpu/build_and_test.sh --build_only || exit 1
+fi
+work=build/corpus-gpu
+rm -rf "$work"; mkdir -p "$work/inputs" "$work/reg" "$out"
+python3 testdata/models/make_corpus.py --out "$work/inputs" --batch "$batch" --inputs_only \
+  ${models:+--models "$models"} >"$out/corpus-inputs.log" 2>&1 || { tail -20 "$out/corpus-inputs.log"; exit 1; }
+for dir in testdata/models/"$archives"/*/; do
+  m=$(basename "$dir")
+  [[ -f "$work/inputs/$m/inputs.pt" ]] || continue
+  mkdir -p "$work/reg/$m/1"
+  cp "$dir/scripted.pt" "$work/reg/$m/1/model.pt"
+  cp "$work/inputs/$m/inputs.pt" "$work/reg/$m/1/inputs.pt"
+done
+echo "registry: $(ls "$work/reg" | wc -l) models at batch $batch ($archives archives)"
+start=$(date +%s)
+SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
+  --output="$work/out" --device=cuda --workers=1 --rules="$PWD/patterns" \
+  >"$out/corpus-sentierd.log" 2>&1
+rc=$?
+echo "sentierd --device=cuda: exit $rc in $(( $(date +%s) - start )) s"
+grep -E "^sentierd: [a-z_0-9]+: " "$out/corpus-sentierd.log" | head -40
+tar -C "$work/out" -czf "$out/corpus-reports.tar.gz" --exclude=model.pt --exclude=.sentierd .
+python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" --device cuda \
+  --json "$out/corpus-client.json" --markdown "$out/corpus-client.md" >"$out/corpus-client.log" 2>&1
+crc=$?
+tail -3 "$out/corpus-client.log"
+cat "$out/corpus-client.md"
+[[ $rc == 0 && $crc == 0 ]]

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""train_client.py — a plain PyTorch user of sentierd's published artifacts.
+
+For every version sentierd published (OUT/<model>/<version>/{model.pt,report.json}), this loads
+the original (REG/<model>/<version>/model.pt) and the published artifact with torch.jit.load, as
+any Python client would, on --device, and:
+  * trains both 20 SGD steps (momentum 0.9, lr 0.01, loss = mean of the squared float outputs)
+    from the same initial state on the same inputs, and requires the same losses within
+    tolerance (|a - b| <= 1e-4 + 2e-3 |a|; TF32 off);
+  * times a forward and a training step of each, A/B alternated over --rounds rounds after
+    warm-up, with the TorchScript executor at its defaults (its CUDA fuser on), median ms;
+  * counts CUDA kernels per forward and per training step (torch.profiler, memcpy/memset left
+    out).
+Writes a JSON file and a markdown table (one row per version: status, aten ops per forward from
+the report, kernels, forward and training-step ms, original vs published, losses).
+
+    python3 tools/gpu/train_client.py --registry REG --output OUT [--device cuda]
+        [--steps 20] [--rounds 7] [--json F] [--markdown F]
+Exit 1 when a published artifact does not load, does not train, or trains to other losses.
+"""
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+
+def to_device(v, device):
+    if isinstance(v, torch.Tensor):
+        return v.to(device)
+    if isinstance(v, (list, tuple)):
+        out = [to_device(x, device) for x in v]
+        return out if isinstance(v, list) else tuple(out)
+    if isinstance(v, dict):
+        return {k: to_device(x, device) for k, x in v.items()}
+    return v
+
+
+def float_tensors(v):
+    if isinstance(v, torch.Tensor):
+        return [v] if v.is_floating_point() else []
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in float_tensors(x)]
+    if isinstance(v, dict):
+        return [t for k in sorted(v) for t in float_tensors(v[k])]
+    return []
+
+
+def loss_of(out):
+    ts = float_tensors(out)
+    return sum((t.float() ** 2).mean() for t in ts)
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def train(model, args, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(model(*args))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def step_fns(model, args):
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def forward():
+        with torch.no_grad():
+            model(*args)
+
+    def train_step():
+        for p in params:
+            p.grad = None
+        loss_of(model(*args)).backward()
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-1e-6)
+
+    return forward, train_step
+
+
+def time_ms(fn, device, iters):
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    sync(device)
+    return (time.perf_counter() - t0) * 1000.0 / iters
+
+
+def kernels(fn, device):
+    if not device.startswith("cuda"):
+        return None
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    sync(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        sync(device)
+    n = 0
+    for e in prof.events():
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            name = e.name.lower()
+            if "memcpy" in name or "memset" in name:
+                continue
+            n += 1
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--registry", required=True)
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = a.device
+    rows, bad = [], 0
+    for rep_path in sorted(glob.glob(os.path.join(a.output, "*", "*", "report.json"))):
+        rel = os.path.relpath(os.path.dirname(rep_path), a.output)
+        with open(rep_path) as f:
+            rep = json.load(f)
+        row = {"version": rel, "status": rep.get("status"), "reason": rep.get("reason", ""),
+               "aten_ops": [rep.get("aten_ops_per_forward_before"), rep.get("aten_ops_per_forward_after")]}
+        rows.append(row)
+        if rep.get("status") == "rejected":
+            bad += 1
+            row["error"] = "rejected: " + rep.get("reason", "")
+            continue
+        try:
+            inputs = to_device(torch.load(os.path.join(a.registry, rel, "inputs.pt")), dev)
+            args = inputs if isinstance(inputs, tuple) else (inputs,)
+            orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
+            pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
+            so = {k: v for k, v in orig.state_dict().items()}
+            sp = {k: v for k, v in pub.state_dict().items()}
+            row["same_state_dict"] = so.keys() == sp.keys() and all(torch.equal(so[k], sp[k]) for k in so)
+            lo = train(orig, args, a.steps)
+            lp = train(pub, args, a.steps)
+            ok = all(abs(x - y) <= 1e-4 + 2e-3 * abs(x) for x, y in zip(lo, lp))
+            row["losses"] = {"original": [lo[0], lo[-1]], "published": [lp[0], lp[-1]], "match": ok}
+            if not ok:
+                bad += 1
+            # Fresh copies for timing (training moved the weights).
+            orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
+            pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
+            fo, to = step_fns(orig, args)
+            fp, tp = step_fns(pub, args)
+            for fn in (fo, fp, to, tp):  # warm-up: profiling runs, then the optimized plan
+                for _ in range(5):
+                    fn()
+            times = {"fo": [], "fp": [], "to": [], "tp": []}
+            for _ in range(a.rounds):  # A/B alternated
+                times["fo"].append(time_ms(fo, dev, a.iters))
+                times["fp"].append(time_ms(fp, dev, a.iters))
+                times["to"].append(time_ms(to, dev, a.iters))
+                times["tp"].append(time_ms(tp, dev, a.iters))
+            med = {k: statistics.median(v) for k, v in times.items()}
+            row["forward_ms"] = [med["fo"], med["fp"]]
+            row["train_ms"] = [med["to"], med["tp"]]
+            row["kernels_forward"] = [kernels(fo, dev), kernels(fp, dev)]
+            row["kernels_train"] = [kernels(to, dev), kernels(tp, dev)]
+        except Exception as e:  # a client that cannot use the artifact: a failure
+            bad += 1
+            row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1][:300])
+        print(json.dumps(row), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"torch": torch.__version__, "device": dev, "rows": rows}, f, indent=1)
+    if a.markdown:
+        def pair(v, spec="%.3f"):
+            if not v or v[0] is None:
+                return "-"
+            return (spec % v[0]) + " -> " + (spec % v[1]) if v[1] is not None else spec % v[0]
+
+        lines = ["| version | status | aten ops/fwd | CUDA kernels fwd | CUDA kernels train | fwd ms | train ms | train speed-up | 20-step losses |",
+                 "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            sp = "-"
+            if r.get("train_ms"):
+                sp = "%.2fx" % (r["train_ms"][0] / r["train_ms"][1])
+            losses = r.get("losses", {})
+            lm = ("match (%.4g -> %.4g)" % tuple(losses["published"])) if losses.get("match") else (
+                "DIFFER" if losses else r.get("error", "-"))
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["version"], r["status"], pair(r["aten_ops"], "%d"), pair(r.get("kernels_forward"), "%d"),
+                pair(r.get("kernels_train"), "%d"), pair(r.get("forward_ms")), pair(r.get("train_ms")), sp, lm))
+        with open(a.markdown, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    print("train_client: %d versions, %d failures" % (len(rows), bad))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
