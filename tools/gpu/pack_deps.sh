@@ -11,7 +11,7 @@ cp -r /usr/include/absl /usr/include/re2 /usr/include/gflags /usr/include/glog \
       /usr/include/nlohmann "$out/include/"
 # cpp-httplib (sentierd's /metrics): Debian compiles it, so its library and the brotli
 # libraries it needs travel too (CMakeLists.txt uses them only where ldd resolves them all).
-cp /usr/include/httplib.h "$out/include/"
+cp -r /usr/include/httplib.h /usr/include/brotli /usr/include/zlib.h /usr/include/zconf.h "$out/include/"
 cp -L /usr/lib/x86_64-linux-gnu/libcpp-httplib.so "$out/lib/libcpp-httplib.so"
 cp -L /usr/lib/x86_64-linux-gnu/libcpp-httplib.so.0.11 "$out/lib/" 2>/dev/null || true
 for b in common dec enc; do cp -L /usr/lib/x86_64-linux-gnu/libbrotli$b.so.1 "$out/lib/"; done

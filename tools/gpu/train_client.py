@@ -126,8 +126,8 @@ def main():
     ap.add_argument("--output", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     a = ap.parse_args()
@@ -142,6 +142,7 @@ def main():
         row = {"version": rel, "status": rep.get("status"), "reason": rep.get("reason", ""),
                "aten_ops": [rep.get("aten_ops_per_forward_before"), rep.get("aten_ops_per_forward_after")]}
         rows.append(row)
+        t_start = time.perf_counter()
         if rep.get("status") == "rejected":
             bad += 1
             row["error"] = "rejected: " + rep.get("reason", "")
@@ -166,7 +167,7 @@ def main():
             fo, to = step_fns(orig, args)
             fp, tp = step_fns(pub, args)
             for fn in (fo, fp, to, tp):  # warm-up: profiling runs, then the optimized plan
-                for _ in range(5):
+                for _ in range(4):
                     fn()
             times = {"fo": [], "fp": [], "to": [], "tp": []}
             for _ in range(a.rounds):  # A/B alternated
@@ -182,6 +183,7 @@ def main():
         except Exception as e:  # a client that cannot use the artifact: a failure
             bad += 1
             row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1][:300])
+        row["client_s"] = round(time.perf_counter() - t_start, 1)
         print(json.dumps(row), flush=True)
     if a.json:
         with open(a.json, "w") as f:
