@@ -3,7 +3,7 @@
 # sentierd --device=cuda over a registry of the Python-authored corpus, then a plain Python client
 # (tools/gpu/train_client.py) that loads, trains and times every published artifact.
 #
-#   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b]
+#   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
 #
 # The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU),
 # with sample inputs at --batch drawn by make_corpus.py --inputs_only (the GPU machine's torch).
@@ -14,11 +14,13 @@ out="${OUT:-build}"
 batch=4096
 archives=torch2.11
 models=""
+client=1
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
     --archives=*) archives="${a#--archives=}" ;;
     --models=*) models="${a#--models=}" ;;
+    --no_client) client=0 ;;
     *) echo "corpus_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +47,7 @@ rc=$?
 echo "sentierd --device=cuda: exit $rc in $(( $(date +%s) - start )) s"
 grep -E "^sentierd: [a-z_0-9]+: " "$out/corpus-sentierd.log" | head -40
 tar -C "$work/out" -czf "$out/corpus-reports.tar.gz" --exclude=model.pt --exclude=.sentierd .
+[[ $client == 1 ]] || exit "$rc"
 python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" --device cuda \
   --json "$out/corpus-client.json" --markdown "$out/corpus-client.md" >"$out/corpus-client.log" 2>&1
 crc=$?

@@ -128,6 +128,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     a = ap.parse_args()
@@ -137,6 +138,8 @@ def main():
     rows, bad = [], 0
     for rep_path in sorted(glob.glob(os.path.join(a.output, "*", "*", "report.json"))):
         rel = os.path.relpath(os.path.dirname(rep_path), a.output)
+        if a.only and rel.split(os.sep)[0] not in a.only.split(","):
+            continue
         with open(rep_path) as f:
             rep = json.load(f)
         row = {"version": rel, "status": rep.get("status"), "reason": rep.get("reason", ""),
