@@ -57,6 +57,7 @@
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
 #include "runtime/step_memory.h"
+#include "runtime/torch_settings.h"
 
 namespace sentier {
 namespace bench {
@@ -452,7 +453,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   c10::Device device(cuda ? c10::kCUDA : c10::kCPU);
-  torch::jit::setGraphExecutorOptimize(flags.jit_optimize);
+  sentier::ApplyTorchSettings();
+  // --jit_optimize: the bench's explicit exception to runtime/torch_settings.h.
+  if (flags.jit_optimize) torch::jit::setGraphExecutorOptimize(true);
   if (flags.gate != "auto" && flags.gate != "on" && flags.gate != "off") {
     std::fprintf(stderr, "--gate must be auto, on or off\n");
     return 2;

@@ -294,10 +294,18 @@ NamedTensors FlattenTensors(const std::vector<c10::IValue>& vs, const std::strin
   return out;
 }
 
-std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples) {
+std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples,
+                                     const std::vector<bool>& fixed) {
   std::map<std::string, int64_t> offsets = FindOffsets(FlattenTensors(samples, ""));
+  std::vector<std::string> fixed_prefixes;
+  for (size_t i = 0; i < fixed.size(); ++i) {
+    if (fixed[i]) fixed_prefixes.push_back(absl::StrCat("[", i, "]"));
+  }
   return MapAllWithPath(samples, "", [&](const std::string& path, const at::Tensor& t) {
     if (t.dim() == 0) return t;
+    for (const std::string& p : fixed_prefixes) {
+      if (path.compare(0, p.size(), p) == 0) return t;
+    }
     auto it = offsets.find(path);
     if (it == offsets.end()) return at::cat({t, t}, 0);
     int64_t n = it->second;  // indices per copy
@@ -308,8 +316,8 @@ std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples) {
 }
 
 std::vector<c10::IValue> RandomInputsLike(const std::vector<c10::IValue>& samples, at::Generator& gen,
-                                          int64_t batch_scale) {
-  std::vector<c10::IValue> base = batch_scale == 2 ? DoubleBatch(samples) : samples;
+                                          int64_t batch_scale, const std::vector<bool>& fixed) {
+  std::vector<c10::IValue> base = batch_scale == 2 ? DoubleBatch(samples, fixed) : samples;
   NamedTensors flat = FlattenTensors(base, "");
   std::map<std::string, int64_t> offsets = FindOffsets(flat);
   std::map<std::string, at::Tensor> drawn;

@@ -59,13 +59,15 @@ void FlattenTensors(const c10::IValue& v, const std::string& path, NamedTensors*
 NamedTensors FlattenTensors(const std::vector<c10::IValue>& vs, const std::string& prefix = "input");
 
 // DoubleBatch: every tensor concatenated with itself along dim 0; offsets continue past the
-// first copy of their indices.
-std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples);
+// first copy of their indices. `fixed[i]` true: argument i does not follow the batch (a
+// parameter passed as an input) and is kept as it is.
+std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples,
+                                     const std::vector<bool>& fixed = {});
 
 // RandomInputsLike: fresh values of the samples' structure; dim 0 of every tensor is multiplied
 // by `batch_scale` (1 or 2; 2 doubles as DoubleBatch does, then redraws).
 std::vector<c10::IValue> RandomInputsLike(const std::vector<c10::IValue>& samples, at::Generator& gen,
-                                          int64_t batch_scale = 1);
+                                          int64_t batch_scale = 1, const std::vector<bool>& fixed = {});
 
 }  // namespace sentier
 

@@ -13,9 +13,13 @@
 #include "absl/strings/str_join.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
+#include "runtime/torch_settings.h"
 
 namespace sentier {
 namespace {
+
+// The LibTorch switches every Sentier tool runs with (runtime/torch_settings.h).
+const bool kTorchSettings = (ApplyTorchSettings(), true);
 
 // Four towers on pieces of one input, each widening 16 -> 512: batch_linear stacks the four
 // 512x16 weights (and their gradients) at every step, which at batch 4 is far more than the

@@ -3,6 +3,7 @@
 #include "runtime/equivalence_checker.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <map>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include "passes/torch_error.h"
 #include "runtime/cuda_kernels.h"
 #include "runtime/graph_runner.h"
+#include "runtime/torch_settings.h"
 #include "runtime/step_memory.h"
 
 namespace sentier {
@@ -110,8 +112,11 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
       at::Generator gen = at::detail::createCPUGenerator(seed);
       at::Tensor loss;
       for (const auto& [name, t] : result.outputs) {
-        if (!c10::isFloatingType(t.scalar_type()) || !t.requires_grad()) continue;
+        if (!c10::isFloatingType(t.scalar_type())) continue;
+        // One projection per floating output, drawn whether or not it requires grad, so that
+        // both models draw the same projections even when a rewrite changes which outputs do.
         at::Tensor proj = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kDouble));
+        if (!t.requires_grad()) continue;
         at::Tensor term = (t * proj.to(t.scalar_type()).to(t.device())).sum();
         loss = loss.defined() ? loss + term : term;
       }
@@ -131,9 +136,13 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
   return result;
 }
 
+// ||a - ref|| / ||ref||, both scaled by max |ref| first so that large (finite) values cannot
+// overflow the norms.
 double RelNorm(const at::Tensor& a, const at::Tensor& ref64) {
-  double denom = ref64.norm().item<double>();
-  double num = (a.to(at::kDouble).cpu() - ref64).norm().item<double>();
+  double scale = ref64.numel() ? ref64.abs().max().item<double>() : 0.0;
+  if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
+  double denom = (ref64 / scale).norm().item<double>();
+  double num = ((a.to(at::kDouble).cpu() - ref64) / scale).norm().item<double>();
   return denom > 0 ? num / denom : num;
 }
 
@@ -212,6 +221,42 @@ absl::Status RunsOnDevice(const torch::jit::Module& module, const std::vector<c1
   return ReferenceFailure(module, *conformed, device, run.status());
 }
 
+namespace {
+
+// A module without parameters whose forward is `graph` (its outputs packed into a tuple when
+// there are several).
+torch::jit::Module GraphModule(const std::shared_ptr<torch::jit::Graph>& graph) {
+  torch::jit::Module m("SentierGraph");
+  auto g = graph->copy();
+  if (g->outputs().size() != 1) {
+    std::vector<torch::jit::Value*> outs(g->outputs().begin(), g->outputs().end());
+    torch::jit::Node* tuple = g->createTuple(outs);
+    g->appendNode(tuple);
+    while (!g->outputs().empty()) g->eraseOutput(0);
+    g->registerOutput(tuple->output());
+  }
+  g->insertInput(0, "self")->setType(m.type());
+  torch::jit::Function* fn = m._ivalue()->compilation_unit()->create_function(
+      c10::QualifiedName(*m.type()->name(), "forward"), g);
+  m.type()->addMethod(fn);
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<CheckReport> EquivalenceChecker::CheckGraphs(
+    const std::shared_ptr<torch::jit::Graph>& reference,
+    const std::shared_ptr<torch::jit::Graph>& candidate, const std::vector<c10::IValue>& inputs) const {
+  torch::jit::Module ref, cand;
+  try {
+    ref = GraphModule(reference);
+    cand = GraphModule(candidate);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the graphs cannot be run: ", TorchErrorMessage(e.what())));
+  }
+  return Check(ref, cand, inputs);
+}
+
 double RelativeToleranceFloor(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::kDouble:
@@ -234,8 +279,6 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
         absl::StrCat("the sample inputs do not fit forward: ", conformed.status().message()));
   }
   const std::vector<c10::IValue>& samples = *conformed;
-  torch::jit::setGraphExecutorOptimize(false);
-  AvoidOneDnnGeluBackwardDefect();  // the float64 reference runs on the CPU
   c10::Device device(options_.device == "cuda" ? c10::kCUDA : c10::kCPU);
   bool training = options_.training;
   CheckReport report;
@@ -272,9 +315,9 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   at::Generator gen = at::detail::createCPUGenerator(options_.seed + 1);
   std::vector<std::pair<std::string, std::vector<c10::IValue>>> trials = {{"samples", samples}};
   for (int k = 1; k < std::max(1, options_.trials); ++k) {
-    trials.emplace_back(absl::StrCat("random ", k), RandomInputsLike(samples, gen, 1));
+    trials.emplace_back(absl::StrCat("random ", k), RandomInputsLike(samples, gen, 1, options_.fixed_inputs));
   }
-  trials.emplace_back("batch x2", RandomInputsLike(samples, gen, 2));
+  trials.emplace_back("batch x2", RandomInputsLike(samples, gen, 2, options_.fixed_inputs));
   double floor = RelativeToleranceFloor(options_.dtype);
   for (size_t t = 0; t < trials.size(); ++t) {
     const auto& [trial, inputs] = trials[t];
@@ -334,11 +377,20 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
           at::Tensor c64 = ci->second.cpu().to(at::kDouble);
           at::Tensor d64 = di->second.cpu().to(at::kDouble);
           at::Tensor rr = rt.cpu().to(at::kDouble);
-          if (!at::equal(at::isnan(c64), at::isnan(d64))) {
+          // Non-finite values (NaN, overflow to inf in the checked dtype) must be where the
+          // reference run in the same dtype has them, and the same; the rest is compared on the
+          // positions finite in both references.
+          at::Tensor ref_special = ~at::isfinite(rr);
+          at::Tensor cand_special = ~at::isfinite(c64);
+          bool same_special = at::equal(ref_special, cand_special) &&
+                              at::equal(at::isnan(rr), at::isnan(c64)) &&
+                              at::equal(at::where(ref_special & ~at::isnan(rr), rr, at::zeros_like(rr)),
+                                        at::where(cand_special & ~at::isnan(c64), c64, at::zeros_like(c64)));
+          if (!same_special) {
             f.ok = false;
-            f.note = "NaN where the reference has none (or the reverse)";
+            f.note = "NaN or inf where the reference has a finite value (or the reverse)";
           } else {
-            at::Tensor finite = at::isfinite(d64);
+            at::Tensor finite = at::isfinite(d64) & ~ref_special;
             at::Tensor cz = at::where(finite, c64, at::zeros_like(c64));
             at::Tensor dz = at::where(finite, d64, at::zeros_like(d64));
             at::Tensor rz = at::where(finite, rr, at::zeros_like(rr));
@@ -383,7 +435,7 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
             : absl::StrCat(f.what, " on ", f.trial, " inputs: ", f.note);
     break;
   }
-  {
+  if (options_.count_ops) {
     std::vector<c10::IValue> ref_in = {reference._ivalue()}, cand_in = {candidate._ivalue()};
     for (const c10::IValue& v : samples) {
       ref_in.push_back(v);

@@ -14,11 +14,13 @@
 //   if (!r.ok()) ...            // bad input: the reference does not run on the samples
 //   else if (!r->equivalent)    // r->first_failure names the output or gradient
 //
-// NOTE: models run with the graph executor's optimizations off (what is compared is the graph
-// as written), on CPU unless the device is CUDA.
+// NOTE: models run on the CPU unless the device is CUDA, with the process-wide LibTorch switches
+// of runtime/torch_settings.h (executor optimizations off: the graph as written is compared),
+// which every tool applies once at start (ApplyTorchSettings); the checker flips none.
 #ifndef SENTIER_RUNTIME_EQUIVALENCE_CHECKER_H_
 #define SENTIER_RUNTIME_EQUIVALENCE_CHECKER_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,9 @@ struct CheckOptions {
                                     // report says nothing about equivalence
   bool time_reference = true;       // with time: false times the candidate alone (the
                                     // reference's figures stay -1), e.g. when they are known
+  bool count_ops = true;            // count aten ops per forward of both (CPU proxy for kernels)
+  std::vector<bool> fixed_inputs;   // fixed_inputs[i]: argument i does not follow the batch (a
+                                    // parameter passed as an input): not doubled at batch x2
 };
 
 // CheckFinding: one compared tensor.
@@ -85,6 +90,13 @@ struct CheckReport {
 class EquivalenceChecker {
  public:
   explicit EquivalenceChecker(CheckOptions options) : options_(std::move(options)) {}
+
+  // CheckGraphs: the same judgement for two bare graphs (IR files, generated graphs) taking the
+  // same inputs: each is run as the forward of a module without parameters, so the gradients
+  // compared are those of every floating input.
+  absl::StatusOr<CheckReport> CheckGraphs(const std::shared_ptr<torch::jit::Graph>& reference,
+                                          const std::shared_ptr<torch::jit::Graph>& candidate,
+                                          const std::vector<c10::IValue>& inputs) const;
 
   // Check: `samples` are forward's arguments (any structure; see passes/sample_inputs.h), conformed
   // to its schema first. InvalidArgumentError when they do not fit or the reference cannot run

@@ -6,9 +6,13 @@
 #include <torch/cuda.h>
 
 #include "absl/strings/str_replace.h"
+#include "runtime/torch_settings.h"
 
 namespace sentier {
 namespace {
+
+// The LibTorch switches every Sentier tool runs with (runtime/torch_settings.h).
+const bool kTorchSettings = (ApplyTorchSettings(), true);
 
 constexpr char kReference[] = R"TS(
 def forward(self, x):

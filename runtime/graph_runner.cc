@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "passes/sample_inputs.h"
 
 namespace sentier {
 
@@ -27,10 +28,10 @@ std::vector<bool> ParamInputs(const Graph& graph) {
 
 absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const Graph& graph, uint64_t seed,
                                                           int64_t batch_scale) {
-  std::vector<bool> params = ParamInputs(graph);
-  size_t index = 0;
-  at::Generator gen = at::detail::createCPUGenerator(seed);
-  std::vector<c10::IValue> out;
+  // A template from the complete types — floats of mean 0 and spread 1, integers whose every
+  // column spans 0..3 (rows alternate 0 and 3), bools — from which the project's one
+  // random-input generator (RandomInputsLike) draws.
+  std::vector<c10::IValue> templ;
   for (const torch::jit::Value* v : graph.inputs()) {
     auto t = v->type()->cast<c10::TensorType>();
     auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
@@ -38,46 +39,33 @@ absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const Graph& graph, uin
       return absl::InvalidArgumentError(absl::StrCat(
           "graph input %", v->debugName(), " needs a complete tensor type such as Float(4, 12)"));
     }
-    std::vector<int64_t> shape = *sizes;
-    if (!shape.empty() && !params[index]) shape[0] *= batch_scale;
-    ++index;
     c10::ScalarType st = *t->scalarType();
-    auto opts = at::TensorOptions().dtype(st);
+    int64_t n = 1;
+    for (int64_t d : *sizes) n *= d;
+    at::Tensor x;
     if (c10::isFloatingType(st)) {
-      out.emplace_back(at::randn(shape, gen, opts));
+      x = (at::arange(n, at::kDouble).remainder(2) * 2 - 1).to(st);  // mean 0, spread 1
     } else if (st == c10::ScalarType::Bool) {
-      out.emplace_back(at::randint(0, 2, shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool));
+      x = at::arange(n, at::kLong).remainder(2).to(at::kBool);
+    } else if (!sizes->empty()) {
+      std::vector<int64_t> column(sizes->size(), 1);
+      column[0] = (*sizes)[0];
+      x = (at::arange((*sizes)[0], at::kLong).remainder(2) * 3).view(column).expand(*sizes).to(st);
     } else {
-      out.emplace_back(at::randint(0, 4, shape, gen, opts));
+      x = at::zeros({}, at::TensorOptions().dtype(st)) + 3;
     }
+    templ.emplace_back(x.reshape(*sizes).contiguous());
   }
-  return out;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  return RandomInputsLike(templ, gen, batch_scale, ParamInputs(graph));
 }
 
 namespace {
 
-std::vector<c10::IValue> CloneInputs(const std::vector<c10::IValue>& inputs, bool requires_grad) {
-  std::vector<c10::IValue> out;
-  for (const c10::IValue& iv : inputs) {
-    if (iv.isTensor()) {
-      at::Tensor t = iv.toTensor().detach().clone();
-      if (requires_grad && c10::isFloatingType(t.scalar_type())) t.requires_grad_(true);
-      out.emplace_back(t);
-    } else {
-      out.push_back(iv);
-    }
-  }
-  return out;
-}
-
-void CollectTensors(const c10::IValue& iv, std::vector<at::Tensor>* out) {
-  if (iv.isTensor()) {
-    out->push_back(iv.toTensor());
-  } else if (iv.isTuple()) {
-    for (const c10::IValue& e : iv.toTupleRef().elements()) CollectTensors(e, out);
-  } else if (iv.isList()) {
-    for (const c10::IValue& e : iv.toListRef()) CollectTensors(e, out);
-  }
+// Fresh copies of the input tensors (in any structure), so that a run that writes to its inputs
+// leaves the caller's alone.
+std::vector<c10::IValue> CloneInputs(const std::vector<c10::IValue>& inputs) {
+  return MapTensors(inputs, [](const at::Tensor& t) { return t.detach().clone(); });
 }
 
 }  // namespace
@@ -115,11 +103,11 @@ void EndOp(const at::RecordFunction&, at::ObserverContext*) { --op_depth; }
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
                                      const std::vector<c10::IValue>& inputs) {
   c10::NoGradGuard no_grad;
-  std::vector<c10::IValue> cloned = CloneInputs(inputs, false);
+  std::vector<c10::IValue> cloned = CloneInputs(inputs);
   // Warm-up run first, so one-time work is not counted.
   auto warm = RunGraph(graph, cloned);
   if (!warm.ok()) return warm.status();
-  cloned = CloneInputs(inputs, false);
+  cloned = CloneInputs(inputs);
   aten_op_count = 0;
   op_depth = 0;
   at::CallbackHandle handle = at::addThreadLocalCallback(
@@ -128,135 +116,6 @@ absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
   at::removeCallback(handle);
   if (!run.ok()) return run.status();
   return aten_op_count;
-}
-
-absl::Status CompareIValues(const c10::IValue& a, const c10::IValue& b, const std::string& where,
-                            const CompareOptions& options) {
-  if (a.isTensor() != b.isTensor()) {
-    return absl::FailedPreconditionError(absl::StrCat(where, ": tensor vs non-tensor"));
-  }
-  if (a.isTensor()) {
-    at::Tensor x = a.toTensor().detach();
-    at::Tensor y = b.toTensor().detach();
-    if (x.sizes() != y.sizes()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": shape ", c10::str(x.sizes()), " vs reference ", c10::str(y.sizes())));
-    }
-    if (x.scalar_type() != y.scalar_type()) {
-      return absl::FailedPreconditionError(absl::StrCat(where, ": dtype differs"));
-    }
-    if (!c10::isFloatingType(x.scalar_type())) {
-      if (!at::equal(x, y)) return absl::FailedPreconditionError(absl::StrCat(where, ": values differ"));
-      return absl::OkStatus();
-    }
-    if (x.numel() == 0) return absl::OkStatus();
-    if (!at::allclose(x, y, options.rtol, options.atol, /*equal_nan=*/true)) {
-      double err = (x.to(at::kDouble) - y.to(at::kDouble)).abs().max().item<double>();
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s: max abs error %.3g exceeds atol %.1g + rtol %.1g * |ref|", where, err,
-          options.atol, options.rtol));
-    }
-    return absl::OkStatus();
-  }
-  if (a.isTuple() || a.isList()) {
-    std::vector<c10::IValue> xs, ys;
-    if (a.isTuple()) {
-      for (const auto& e : a.toTupleRef().elements()) xs.push_back(e);
-    } else {
-      for (const auto& e : a.toListRef()) xs.push_back(e);
-    }
-    if (b.isTuple()) {
-      for (const auto& e : b.toTupleRef().elements()) ys.push_back(e);
-    } else if (b.isList()) {
-      for (const auto& e : b.toListRef()) ys.push_back(e);
-    }
-    if (xs.size() != ys.size()) {
-      return absl::FailedPreconditionError(absl::StrCat(where, ": ", xs.size(), " elements vs ", ys.size()));
-    }
-    for (size_t k = 0; k < xs.size(); ++k) {
-      absl::Status st = CompareIValues(xs[k], ys[k], absl::StrCat(where, "[", k, "]"), options);
-      if (!st.ok()) return st;
-    }
-    return absl::OkStatus();
-  }
-  if (!(a == b)) return absl::FailedPreconditionError(absl::StrCat(where, ": values differ"));
-  return absl::OkStatus();
-}
-
-bool AvoidOneDnnGeluBackwardDefect() {
-  static const bool turned_off = [] {
-    c10::AutoGradMode no_grad(false);
-    at::Tensor x = at::linspace(-3.0, 3.0, 64, at::kFloat).reshape({8, 8});
-    at::Tensor grad = at::linspace(0.5, 1.5, 64, at::kFloat).reshape({8, 8}).t();  // non-contiguous
-    at::Tensor expected = at::gelu_backward(grad.contiguous(), x, "none");
-    if (at::allclose(at::gelu_backward(grad, x, "none"), expected, 1e-5, 1e-6)) return false;
-    at::globalContext().setUserEnabledMkldnn(false);
-    return true;
-  }();
-  return turned_off;
-}
-
-absl::Status CompareGraphs(const std::shared_ptr<Graph>& reference,
-                           const std::shared_ptr<Graph>& candidate,
-                           const std::vector<c10::IValue>& inputs, const CompareOptions& options) {
-  AvoidOneDnnGeluBackwardDefect();
-  std::vector<c10::IValue> ref_in = CloneInputs(inputs, options.check_grads);
-  std::vector<c10::IValue> cand_in = CloneInputs(inputs, options.check_grads);
-  auto ref_out = RunGraph(reference, ref_in);
-  if (!ref_out.ok()) return ref_out.status();
-  auto cand_out = RunGraph(candidate, cand_in);
-  if (!cand_out.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the rewritten graph fails where the original runs: ", cand_out.status().message()));
-  }
-  if (ref_out->size() != cand_out->size()) {
-    return absl::FailedPreconditionError("different number of outputs");
-  }
-  for (size_t k = 0; k < ref_out->size(); ++k) {
-    absl::Status st =
-        CompareIValues((*cand_out)[k], (*ref_out)[k], absl::StrCat("output ", k), options);
-    if (!st.ok()) return st;
-  }
-  if (!options.check_grads) return absl::OkStatus();
-  // Gradients of every floating input under one fixed random projection of the outputs.
-  auto backward = [&](const std::vector<c10::IValue>& outs, const std::vector<c10::IValue>& ins)
-      -> std::vector<at::Tensor> {
-    std::vector<at::Tensor> ts;
-    for (const c10::IValue& o : outs) CollectTensors(o, &ts);
-    at::Generator gen = at::detail::createCPUGenerator(options.seed);
-    at::Tensor loss;
-    for (const at::Tensor& t : ts) {
-      if (!t.requires_grad() || !c10::isFloatingType(t.scalar_type())) continue;
-      at::Tensor proj = at::randn(t.sizes(), gen, at::TensorOptions().dtype(t.scalar_type()));
-      at::Tensor term = (t * proj).sum();
-      loss = loss.defined() ? loss + term : term;
-    }
-    std::vector<at::Tensor> grads;
-    std::vector<at::Tensor> leaves;
-    for (const c10::IValue& iv : ins) {
-      if (iv.isTensor() && iv.toTensor().requires_grad()) leaves.push_back(iv.toTensor());
-    }
-    if (!loss.defined() || leaves.empty()) return grads;
-    grads = torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
-    for (size_t k = 0; k < grads.size(); ++k) {
-      if (!grads[k].defined()) grads[k] = at::zeros_like(leaves[k]);
-    }
-    return grads;
-  };
-  try {
-    std::vector<at::Tensor> gr = backward(*ref_out, ref_in);
-    std::vector<at::Tensor> gc = backward(*cand_out, cand_in);
-    if (gr.size() != gc.size()) return absl::FailedPreconditionError("different gradient sets");
-    for (size_t k = 0; k < gr.size(); ++k) {
-      absl::Status st = CompareIValues(gc[k], gr[k], absl::StrCat("gradient of input ", k), options);
-      if (!st.ok()) return st;
-    }
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    return absl::FailedPreconditionError(
-        absl::StrCat("backward failed: ", what.substr(0, what.find('\n'))));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace sentier

@@ -16,10 +16,14 @@
 #include "passes/rule_set.h"
 #include "runtime/model_io.h"
 #include "testing/random_graph.h"
+#include "runtime/torch_settings.h"
 
 namespace sentier {
 namespace difftest {
 namespace {
+
+// The LibTorch switches every Sentier tool runs with (runtime/torch_settings.h).
+const bool kTorchSettings = (ApplyTorchSettings(), true);
 
 constexpr uint64_t kFirstSeed = 1;
 constexpr int kSeeds = 1500;  // ~35 s in fastbuild; enough for every rule to fire
@@ -89,8 +93,9 @@ TEST(DifferentialTest, EveryRuleFiresOnSomeGeneratedGraph) {
                              << " generated graphs: " << absl::StrJoin(never, ", ");
 }
 
-// The harness must catch wrong rules, whatever its allowances for rounding (loose gradients,
-// float64-referenced judgement): each planted rule below changes values wherever it fires.
+// The harness must catch wrong rules, whatever its allowance for rounding (the checker's
+// float64-referenced tolerance): each planted rule below changes values or gradients wherever
+// it fires.
 TEST(DifferentialTest, PlantedWrongRulesAreCaught) {
   struct Planted {
     const char* name;

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "passes/optimizer.h"
+#include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 
 namespace sentier {
@@ -755,140 +756,43 @@ void Flatten(const c10::IValue& iv, std::vector<at::Tensor>* out) {
 // GradsOf: runs `g` on copies of `inputs` (floating ones cast to `dtype` and made leaves) and
 // returns the outputs and the gradients of every floating input for a fixed random projection
 // of every floating output; the projection of output k does not depend on which other outputs
-// require grad. Unused inputs get zero gradients.
-absl::Status GradsOf(const std::shared_ptr<torch::jit::Graph>& g, const std::vector<c10::IValue>& inputs,
-                     c10::ScalarType dtype, std::vector<at::Tensor>* outs, std::vector<at::Tensor>* grads) {
-  try {
-    std::vector<c10::IValue> in;
-    std::vector<at::Tensor> leaves;
-    for (const c10::IValue& iv : inputs) {
-      if (iv.isTensor() && c10::isFloatingType(iv.toTensor().scalar_type())) {
-        at::Tensor t = iv.toTensor().detach().to(dtype).clone().requires_grad_(true);
-        leaves.push_back(t);
-        in.emplace_back(t);
-      } else {
-        in.push_back(iv);
-      }
-    }
-    auto res = RunGraph(g, in);
-    if (!res.ok()) return res.status();
-    for (const c10::IValue& o : *res) Flatten(o, outs);
-    at::Generator gen = at::detail::createCPUGenerator(7);
-    at::Tensor loss;
-    for (const at::Tensor& t : *outs) {
-      if (!c10::isFloatingType(t.scalar_type())) continue;
-      at::Tensor proj = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kFloat)).to(t.scalar_type());
-      if (!t.requires_grad()) continue;
-      at::Tensor term = (t * proj).sum();
-      loss = loss.defined() ? loss + term : term;
-    }
-    if (!loss.defined() || leaves.empty()) return absl::OkStatus();
-    *grads = torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
-    for (size_t k = 0; k < grads->size(); ++k) {
-      if (!(*grads)[k].defined()) (*grads)[k] = at::zeros_like(leaves[k]);
-    }
-    return absl::OkStatus();
-  } catch (const std::exception& e) {
-    return absl::FailedPreconditionError(absl::StrCat("backward failed: ", FirstLine(e.what())));
+// Judge: EquivalenceChecker::CheckGraphs, the judgement sentier_check and sentierd use —
+// outputs and the gradients of every floating input against a float64 run of the original, on
+// the generated inputs and at twice the batch (parameters passed as inputs keep their size).
+// A graph whose original cannot be differentiated (an in-place op on a leaf, say) is judged on
+// its outputs; *grads says whether gradients were compared, *batch2 whether the batch x2 trial
+// ran. Generated graphs divide by near-zero values and subtract equal terms (x / x, x - x), where
+// a gradient is a cancellation of large contributions whose rounding depends on the order they
+// are summed in: a verdict whose only failures are gradients within 1e-3 of the float64
+// reference is accepted and counted (*gradient_rounding); outputs get no such allowance.
+absl::Status Judge(const std::shared_ptr<torch::jit::Graph>& original,
+                   const std::shared_ptr<torch::jit::Graph>& optimized,
+                   const std::vector<c10::IValue>& inputs, bool* grads, bool* batch2,
+                   bool* gradient_rounding) {
+  CheckOptions check;
+  check.trials = 1;
+  check.count_ops = false;
+  check.training = *grads;
+  check.fixed_inputs = ParamInputs(*original);
+  auto r = EquivalenceChecker(check).CheckGraphs(original, optimized, inputs);
+  if (!r.ok() && check.training) {
+    check.training = false;
+    *grads = false;
+    r = EquivalenceChecker(check).CheckGraphs(original, optimized, inputs);
   }
-}
-
-// RobustGradCheck: like CompareGraphs' gradient check, but with GradsOf's projections
-// (CompareGraphs draws projections only for outputs that require grad, so a rewrite that makes
-// a constant output differentiable shifts every later projection). Sets *flag_drift when some
-// output's requires_grad differs.
-absl::Status RobustGradCheck(const std::shared_ptr<torch::jit::Graph>& a,
-                             const std::shared_ptr<torch::jit::Graph>& b,
-                             const std::vector<c10::IValue>& inputs, bool* flag_drift) {
-  std::vector<at::Tensor> oa, ob, ga, gb;
-  absl::Status st = GradsOf(a, inputs, at::kFloat, &oa, &ga);
-  if (!st.ok()) return st;
-  st = GradsOf(b, inputs, at::kFloat, &ob, &gb);
-  if (!st.ok()) return st;
-  for (size_t k = 0; k < oa.size() && k < ob.size(); ++k) {
-    if (oa[k].requires_grad() != ob[k].requires_grad()) *flag_drift = true;
-  }
-  if (ga.size() != gb.size()) return absl::FailedPreconditionError("different gradient sets");
-  CompareOptions cmp;
-  for (size_t k = 0; k < ga.size(); ++k) {
-    absl::Status st = CompareIValues(gb[k], ga[k], absl::StrCat("gradient of input ", k), cmp);
-    if (!st.ok()) return st;
+  if (!r.ok()) return r.status();
+  *batch2 = true;
+  for (const std::string& t : r->skipped_trials) *batch2 &= t.rfind("batch x2", 0) != 0;
+  if (!r->equivalent) {
+    bool rounding = true;
+    for (const CheckFinding& f : r->findings) {
+      if (f.ok) continue;
+      rounding &= f.note.empty() && f.what.rfind("grad of ", 0) == 0 && f.rel_error <= 1e-3;
+    }
+    if (!rounding) return absl::FailedPreconditionError(r->first_failure);
+    *gradient_rounding = true;
   }
   return absl::OkStatus();
-}
-
-// Float64ReferencedGradCheck: the judgement sentier_check uses, for gradients. The original
-// graph runs in float64 as the reference; the original and the optimized graph run in float32;
-// each gradient of the optimized graph must be within 4x the original's own float32 error
-// (max abs, against float64) plus 1e-6 of the gradient's magnitude. A rewrite that changes
-// values fails it; one that only reorders rounding in an ill-conditioned graph passes.
-absl::Status Float64ReferencedGradCheck(const std::shared_ptr<torch::jit::Graph>& original,
-                                        const std::shared_ptr<torch::jit::Graph>& optimized,
-                                        const std::vector<c10::IValue>& inputs) {
-  std::vector<at::Tensor> o64, o32, c32, g64, g32, c_g32;
-  absl::Status st = GradsOf(original, inputs, at::kDouble, &o64, &g64);
-  if (!st.ok()) return st;
-  st = GradsOf(original, inputs, at::kFloat, &o32, &g32);
-  if (!st.ok()) return st;
-  st = GradsOf(optimized, inputs, at::kFloat, &c32, &c_g32);
-  if (!st.ok()) return st;
-  if (g64.size() != c_g32.size() || g32.size() != c_g32.size()) {
-    return absl::FailedPreconditionError("different gradient sets");
-  }
-  for (size_t k = 0; k < g64.size(); ++k) {
-    at::Tensor ref = g64[k].detach();
-    if (ref.numel() == 0) continue;
-    if (!ref.isfinite().all().item<bool>()) return absl::FailedPreconditionError("non-finite reference");
-    double own = (g32[k].detach().to(at::kDouble) - ref).abs().max().item<double>();
-    double err = (c_g32[k].detach().to(at::kDouble) - ref).abs().max().item<double>();
-    double scale = ref.abs().max().item<double>();
-    double tol = 4.0 * own + 1e-6 * (1.0 + scale);
-    if (!(err <= tol)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "gradient of input %d: error %.3g against float64 exceeds 4x the original's own %.3g", k, err, own));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Compare: CompareGraphs, with the two harness corrections described above (no gradients when
-// the original itself cannot be differentiated; a gradient "mismatch" that only comes from
-// shifted projections is re-checked robustly).
-absl::Status Compare(const std::shared_ptr<torch::jit::Graph>& original,
-                     const std::shared_ptr<torch::jit::Graph>& optimized,
-                     const std::vector<c10::IValue>& inputs, CompareOptions* cmp, DiffResult* r) {
-  absl::Status st = CompareGraphs(original, optimized, inputs, *cmp);
-  if (!st.ok() && cmp->check_grads && !CompareGraphs(original, original, inputs, *cmp).ok()) {
-    cmp->check_grads = false;
-    st = CompareGraphs(original, optimized, inputs, *cmp);
-  }
-  if (!st.ok() && cmp->check_grads && absl::IsFailedPrecondition(st) &&
-      st.message().find("gradient of input") != absl::string_view::npos) {
-    CompareOptions values = *cmp;
-    values.check_grads = false;
-    bool drift = false;
-    if (CompareGraphs(original, optimized, inputs, values).ok() &&
-        RobustGradCheck(original, optimized, inputs, &drift).ok() && drift) {
-      r->requires_grad_drift = true;
-      return absl::OkStatus();
-    }
-    // Gradients through ill-conditioned ops (layer_norm of near-constant rows, e.g. x - x) carry
-    // rounding noise scaled by 1/sqrt(eps): accept gradient errors within 1e-4, counted apart.
-    CompareOptions loose = *cmp;
-    loose.rtol = loose.atol = 1e-4;
-    if (CompareGraphs(original, optimized, inputs, loose).ok()) {
-      r->loose_gradients = true;
-      return absl::OkStatus();
-    }
-    // Larger rounding differences in ill-conditioned graphs (divisions by near-zero values,
-    // layer_norm of constant rows) are judged against float64, as sentier_check does.
-    if (CompareGraphs(original, optimized, inputs, values).ok() &&
-        Float64ReferencedGradCheck(original, optimized, inputs).ok()) {
-      r->rounding_vs_float64 = true;
-      return absl::OkStatus();
-    }
-  }
-  return st;
 }
 
 }  // namespace
@@ -953,20 +857,12 @@ DiffResult RunDifferential(const RuleSet& rules, uint64_t seed, int steps) {
     r.failure = absl::StrCat("optimized graph text does not parse back: ", FirstLine(e.what()));
     return r;
   }
-  CompareOptions cmp;
-  cmp.check_grads = !g.inplace_on_leaf;
-  absl::Status st = Compare(original, graph, *inputs, &cmp, &r);
-  r.grads_checked = cmp.check_grads;
-  if (!st.ok()) {
-    r.failure = absl::StrCat("batch x1: ", st.ToString());
-    return r;
-  }
-  auto bigger = RandomInputsFor(*original, seed + 1, 2);
-  if (bigger.ok() && RunGraph(original, *bigger).ok()) {
-    r.batch2_checked = true;
-    absl::Status st2 = Compare(original, graph, *bigger, &cmp, &r);
-    if (!st2.ok()) r.failure = absl::StrCat("batch x2: ", st2.ToString());
-  }
+  bool grads = !g.inplace_on_leaf;
+  bool batch2 = false;
+  absl::Status st = Judge(original, graph, *inputs, &grads, &batch2, &r.gradient_rounding);
+  r.grads_checked = grads;
+  r.batch2_checked = batch2;
+  if (!st.ok()) r.failure = st.ToString();
   return r;
 }
 

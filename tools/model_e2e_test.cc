@@ -16,12 +16,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "passes/optimizer.h"
+#include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
 #include "tools/example_models.h"
+#include "runtime/torch_settings.h"
 
 namespace sentier {
 namespace {
+
+// The LibTorch switches every Sentier tool runs with (runtime/torch_settings.h).
+const bool kTorchSettings = (ApplyTorchSettings(), true);
 
 std::string TempDir() {
   const char* t = std::getenv("TEST_TMPDIR");
@@ -35,38 +40,6 @@ std::shared_ptr<const RuleSet> Library() {
     return r.ok() ? *r : nullptr;
   }();
   return rules;
-}
-
-// Forward + backward of a fixed projection; returns outputs and parameter grads by name.
-struct RunResult {
-  c10::IValue output;
-  std::map<std::string, at::Tensor> grads;
-};
-
-RunResult RunModule(torch::jit::Module m, const std::vector<c10::IValue>& inputs) {
-  // LibTorch 1.13's profiling executor asserts inside its own autodiff (differentiate ->
-  // EliminateDeadCode) on graphs with aten::stack, for the original models too; run unoptimized.
-  torch::jit::setGraphExecutorOptimize(false);
-  for (at::Tensor p : m.parameters()) {
-    p.detach_();
-    p.requires_grad_(true);
-    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-  }
-  RunResult r;
-  r.output = m.forward(inputs);
-  std::vector<at::Tensor> outs;
-  if (r.output.isTensor()) outs.push_back(r.output.toTensor());
-  if (r.output.isTuple()) {
-    for (const auto& e : r.output.toTupleRef().elements()) outs.push_back(e.toTensor());
-  }
-  at::Generator gen = at::detail::createCPUGenerator(5);
-  at::Tensor loss = at::zeros({});
-  for (const at::Tensor& o : outs) loss = loss + (o * at::randn(o.sizes(), gen)).sum();
-  if (loss.requires_grad()) loss.backward();
-  for (const auto& np : m.named_parameters()) {
-    r.grads[np.name] = np.value.grad().defined() ? np.value.grad().clone() : at::zeros_like(np.value);
-  }
-  return r;
 }
 
 class ModelEndToEndTest : public ::testing::TestWithParam<std::string> {};
@@ -99,19 +72,18 @@ TEST_P(ModelEndToEndTest, OptimizedArtifactLoadsAndMatches) {
 
   torch::jit::Module original = torch::jit::load(in_path);
   torch::jit::Module optimized = torch::jit::load(out_path);
+  // The checker: outputs and the gradients of every input and parameter, at two sample batch
+  // sizes (each with a fresh draw and twice the batch).
   for (int64_t batch : {64, 7}) {
     SCOPED_TRACE(absl::StrCat("batch ", batch));
-    std::vector<c10::IValue> inputs = ex.inputs(batch);
-    RunResult a = RunModule(original, inputs);
-    RunResult b = RunModule(optimized, inputs);
-    CompareOptions cmp;
-    EXPECT_TRUE(CompareIValues(b.output, a.output, "output", cmp).ok());
-    ASSERT_EQ(a.grads.size(), b.grads.size());
-    for (const auto& [name, g] : a.grads) {
-      ASSERT_TRUE(b.grads.count(name)) << "parameter " << name << " missing in the artifact";
-      absl::Status st = CompareIValues(b.grads[name], g, absl::StrCat("grad of ", name), cmp);
-      EXPECT_TRUE(st.ok()) << st;
-    }
+    CheckOptions check;
+    check.trials = 2;
+    auto r = EquivalenceChecker(check).Check(original, optimized, ex.inputs(batch));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->equivalent) << r->first_failure;
+    bool param_grads = false;
+    for (const CheckFinding& f : r->findings) param_grads |= f.what.rfind("grad of param ", 0) == 0;
+    EXPECT_EQ(param_grads, original.parameters().size() > 0) << "parameter gradients compared?";
   }
   std::remove(in_path.c_str());
   std::remove(out_path.c_str());
@@ -199,8 +171,9 @@ TEST(HorizontalTest, FeatureTowersComeOutAsOneBatchedChain) {
   torch::jit::Module hand = MakeFeatureTowers(8, 0, /*batched=*/true);
   at::Generator gen = at::detail::createCPUGenerator(3);
   at::Tensor x = at::randn({64, 8 * 32}, gen);
-  auto graph = towers.get_method("forward").graph()->copy();
-  std::vector<c10::IValue> samples = {towers._ivalue(), x};
+  torch::jit::Module optimized = towers.clone();  // its forward graph is optimized in place
+  auto graph = optimized.get_method("forward").graph();
+  std::vector<c10::IValue> samples = {optimized._ivalue(), x};
   OptimizeOptions opts;
   opts.sample_inputs = &samples;
   auto report = OptimizeGraph(graph, *Library(), opts);
@@ -228,13 +201,13 @@ TEST(HorizontalTest, FeatureTowersComeOutAsOneBatchedChain) {
   std::cout << "aten ops per forward: original " << *original_ops << ", optimized "
             << *optimized_ops << ", hand-batched " << *hand_ops << "\n";
 
-  // Same numbers as the hand-batched model (same parameters, stacked).
-  auto a = RunGraph(graph, samples);
-  auto b = RunGraph(hand.get_method("forward").graph(), {hand._ivalue(), x});
-  ASSERT_TRUE(a.ok() && b.ok());
-  CompareOptions cmp;
-  cmp.rtol = 1e-5;
-  EXPECT_TRUE(CompareIValues((*a)[0], (*b)[0], "output", cmp).ok());
+  // Same outputs as the hand-batched model (same parameters, stacked; their names differ, so
+  // the checker compares outputs only).
+  CheckOptions check;
+  check.training = false;
+  auto same = EquivalenceChecker(check).Check(hand, optimized, {x});
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(same->equivalent) << same->first_failure;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
+#include "runtime/torch_settings.h"
 
 DEFINE_string(reference, "", "the original model (.pt)");
 DEFINE_string(candidate, "", "the optimized model (.pt)");
@@ -178,6 +179,7 @@ int Run() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("sentier_check --reference=A.pt --candidate=B.pt --inputs=inputs.pt");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  sentier::ApplyTorchSettings();
   try {
     return Run();
   } catch (const std::exception& e) {

@@ -38,6 +38,7 @@
 #include "tools/flags.h"
 #include "runtime/model_io.h"
 #include "runtime/report.h"
+#include "runtime/torch_settings.h"
 #include "passes/canonicalize/pipeline.h"
 
 DEFINE_string(input, "", "model to optimize: a TorchScript archive (.pt) or text IR (.ir)");
@@ -325,6 +326,7 @@ int main(int argc, char** argv) {
   if (!unknown.empty()) return Fail(kBadInput, absl::StrCat("unknown flag '", unknown, "' (see --help)"));
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) return Fail(kBadInput, absl::StrCat("unexpected argument '", argv[1], "'"));
+  sentier::ApplyTorchSettings();
   try {
     return Run();
   } catch (const std::exception& e) {

@@ -26,6 +26,7 @@
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
 #include "runtime/report.h"
+#include "runtime/torch_settings.h"
 #include "runtime/verdict.h"
 #include "passes/torch_error.h"
 
@@ -81,6 +82,7 @@ absl::Status CopyOriginal(const std::string& from, const std::string& to) {
 }  // namespace
 
 int RunOptimizeJob(const JobSpec& spec) {
+  ApplyTorchSettings();  // the job process's LibTorch switches, once, first
   const char* crash = std::getenv("SENTIERD_TEST_CRASH_MODEL");
   if (crash != nullptr && spec.model == crash) std::abort();
   const char* hang = std::getenv("SENTIERD_TEST_HANG_MODEL");

@@ -27,9 +27,13 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
+#include "runtime/torch_settings.h"
 
 namespace sentier {
 namespace {
+
+// The LibTorch switches every Sentier tool runs with (runtime/torch_settings.h).
+const bool kTorchSettings = (ApplyTorchSettings(), true);
 
 std::string CorpusDir() {
   for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
