@@ -178,3 +178,31 @@ TEST(EquivalenceCheckerTest, ReferenceThatDoesNotRunIsBadInput) {
 
 }  // namespace
 }  // namespace sentier
+
+namespace sentier {
+namespace {
+
+// A model that creates a CPU tensor inside forward runs on the CPU and fails on CUDA: the job
+// must be told "the original model fails on cuda: <the interpreter's message>" (and validate on
+// the CPU), not get a bare "operation failed in the TorchScript interpreter".
+TEST(RunsOnDeviceTest, CpuTensorCreatedInForwardFailsOnCudaWithTheCause) {
+  torch::jit::Module m("CpuOnly");
+  m.register_parameter("w", at::randn({4, 4}), false);
+  m.define(R"TS(
+def forward(self, x):
+    return torch.linear(x, self.w) + torch.ones([x.size(0), 4])
+)TS");
+  std::vector<c10::IValue> samples = {at::randn({3, 4})};
+  EXPECT_TRUE(RunsOnDevice(m, samples, "cpu", /*training=*/true).ok());
+  absl::Status wrong = RunsOnDevice(m, {at::randn({3, 5})}, "cpu", true);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument) << wrong;
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the CUDA half is skipped";
+  absl::Status cuda = RunsOnDevice(m, samples, "cuda", true);
+  EXPECT_EQ(cuda.code(), absl::StatusCode::kFailedPrecondition) << cuda;
+  EXPECT_NE(cuda.message().find("the original model fails on cuda: "), absl::string_view::npos) << cuda;
+  EXPECT_NE(cuda.message().find("device"), absl::string_view::npos) << cuda;  // the cause, quoted
+  EXPECT_EQ(cuda.message().find("The following operation failed"), absl::string_view::npos) << cuda;
+}
+
+}  // namespace
+}  // namespace sentier

@@ -94,6 +94,19 @@ done
 check planted_drop_relu 0 "planted_drop_relu" -- "$OPT" --input="$T/model.pt" --output="$T/planted.pt" --inputs="$T/inputs.pt" --rules="$PLANTED/drop_relu.rules"
 check check_not_equivalent 1 "output\[0\] differs on samples inputs" -- \
   "$CHECK" --reference="$T/model.pt" --candidate="$T/planted.pt" --inputs="$T/inputs.pt" --device=cpu --trials=1
+# Planted gradient-only bugs (testdata/planted): the forward is exact, a parameter's gradient is
+# not. sentier_check names the parameter; the gate (--cost=measure, which checks every measured
+# set) refuses the rules.
+"$MAKE" --model=feature_towers --out_model="$T/ft.pt" --out_inputs="$T/ft_in.pt" || { echo "cannot make model"; exit 1; }
+for planted in detach_weight halve_bias_gradient stack_detached_weights; do
+  check "planted_$planted" 0 "rewrites" -- "$OPT" --input="$T/ft.pt" --output="$T/ft_$planted.pt" \
+    --inputs="$T/ft_in.pt" --rules="$PLANTED/$planted.rules" --allow_growth
+  check "check_$planted" 1 "grad of param [a-z0-9_]+ " -- \
+    "$CHECK" --reference="$T/ft.pt" --candidate="$T/ft_$planted.pt" --inputs="$T/ft_in.pt" --device=cpu --trials=1
+  check "gate_$planted" 1 "not equivalent: grad of param" -- "$OPT" --input="$T/ft.pt" \
+    --output="$T/ft_gate.pt" --inputs="$T/ft_in.pt" --rules="$PLANTED/$planted.rules" --cost=measure --device=cpu
+done
+[[ ! -e "$T/ft_gate.pt" ]] || { echo "FAIL the gate wrote an output for a planted rule"; fails=$((fails + 1)); }
 check check_bad_inputs 2 "random\.pt.*not a well-formed archive" -- \
   "$CHECK" --reference="$T/model.pt" --candidate="$T/opt.pt" --inputs="$T/random.pt" --device=cpu
 check check_missing_candidate 2 "nope\.pt" -- \
