@@ -33,10 +33,12 @@ struct RunResult {
   std::vector<bool> grad_defined;  // per grads entry: autograd produced one (else zeros stand in)
 };
 
+// A fresh copy on `device`, floating tensors in `dtype`: every run gets its own inputs, so a
+// model that writes to an input (an in-place op on a view of it) cannot change what the next
+// run sees.
 at::Tensor Cast(const at::Tensor& t, c10::ScalarType dtype, const c10::Device& device) {
-  at::Tensor r = t.detach().to(device);
-  if (c10::isFloatingType(r.scalar_type())) r = r.to(dtype);
-  return r;
+  c10::ScalarType to = c10::isFloatingType(t.scalar_type()) ? dtype : t.scalar_type();
+  return t.detach().to(device, to, /*non_blocking=*/false, /*copy=*/true);
 }
 
 // A private copy of `m` on `device`: parameters, buffers and tensor constants baked into its

@@ -615,7 +615,24 @@ class Gen {
       std::string b = bias ? Param({out}) : None();
       if (P(0.1)) b = None();  // mixed groups
       std::string y = Fresh();
-      Emit(y + " : Tensor", absl::StrCat("aten::linear(", Use(xi), ", ", w, ", ", b, ")"));
+      if (P(0.2)) {
+        // Spelled out, as models write it: x @ w.t() (+ b), or addmm for a 2-D x.
+        std::string wt = Fresh();
+        Emit(wt + " : Tensor", absl::StrCat(P(0.8) ? "aten::t(" : "aten::numpy_T(", w, ")"));
+        bool has_bias = b != None();
+        if (has_bias && xs.size() == 2 && P(0.4)) {
+          Emit(y + " : Tensor", absl::StrCat("aten::addmm(", b, ", ", Use(xi), ", ", wt, ", ", Int(1), ", ", Int(1), ")"));
+        } else {
+          std::string m = has_bias ? Fresh() : y;
+          Emit(m + " : Tensor", absl::StrCat(xs.size() == 2 && P(0.3) ? "aten::mm(" : "aten::matmul(", Use(xi), ", ", wt, ")"));
+          if (has_bias) {
+            Emit(y + " : Tensor", P(0.5) ? absl::StrCat("aten::add(", m, ", ", b, ", ", Int(1), ")")
+                                        : absl::StrCat("aten::add(", b, ", ", m, ", ", Int(1), ")"));
+          }
+        }
+      } else {
+        Emit(y + " : Tensor", absl::StrCat("aten::linear(", Use(xi), ", ", w, ", ", b, ")"));
+      }
       Shape s = xs;
       s.back() = out;
       Add(y, s, false);

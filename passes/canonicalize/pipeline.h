@@ -16,6 +16,9 @@
 //   PassCounters counters;
 //   bool changed = Canonicalize(graph, options, &counters);
 //
+// Spellings that need no list or attribute analysis (x @ w.t() + b as a linear, dropout with
+// p = 0) are rules of the `normalize` family in patterns/normalize.rules, with golden tests.
+//
 // Choices a user should know: module attributes that are not parameters or buffers are taken as
 // constants (as torch.jit.freeze does; see fold_module_attributes.cc); `training` never is.
 #ifndef SENTIER_PASSES_CANONICALIZE_PIPELINE_H_
