@@ -298,6 +298,10 @@ void RunOptimize(benchmark::State& state, GraphShape shape) {
   for (const auto& [rule, count] : report.stats.applications) applied += count;
   state.counters["rewrites"] = static_cast<double>(applied);
   state.counters["report_ms"] = optimize_ms / static_cast<double>(state.iterations());
+  // Where the last run's time went (ms): canonicalization passes, shape facts, rules.
+  for (const auto& [stage, ms] : report.stage_ms) {
+    if (ms >= 1.0) state.counters[absl::StrCat("ms_", stage)] = ms;
+  }
 }
 
 void BM_OptimizeSplitCatChain(benchmark::State& state) {

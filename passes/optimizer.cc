@@ -38,6 +38,9 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
   try {
     torch::jit::Inline(*graph);
     report.nodes_before = CountNodes(*graph);
+    // Constants are spread while the graph is rewritten and pooled at the end (see
+    // pool_constants.cc: deleting users of a constant with a huge fan-out is quadratic).
+    report.canonicalize["constant_spreading.copies"] = SpreadConstants(graph);
     CanonicalizeOptions canon;
     canon.self = options.self;
     if (canon.self.isNone() && options.sample_inputs != nullptr && !options.sample_inputs->empty() &&
@@ -45,11 +48,17 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
       canon.self = (*options.sample_inputs)[0];
     }
     canon.after_pass = options.after_pass;
+    std::map<std::string, double> pass_ms;
+    canon.pass_ms = &pass_ms;
+    auto ms_since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    };
     Canonicalize(graph, canon, &report.canonicalize);
     ShapeFacts facts;
     const ShapeFacts* facts_ptr = nullptr;
     auto record = [&]() {
       if (options.sample_inputs == nullptr) return;
+      auto t = std::chrono::steady_clock::now();
       auto recorded = RecordShapeFacts(graph, *options.sample_inputs, options.fixed_inputs);
       if (recorded.ok()) {
         facts = std::move(*recorded);
@@ -61,6 +70,7 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
         report.shape_facts = false;
         report.shape_facts_error = std::string(recorded.status().message());
       }
+      report.stage_ms["shape_facts"] += ms_since(t);
     };
     record();
     RewriteOptions ro;
@@ -68,14 +78,23 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
     ro.self = canon.self;
     for (int outer = 0; outer < 4; ++outer) {
       canon.facts = facts_ptr;
+      canon.full = outer == 0;  // after a round of rules, only what rules can give work to
       // With facts, canonicalization can go further (sections of a split by size, loops over
-      // its pieces); the values it creates get facts from a new recording.
-      if (Canonicalize(graph, canon, &report.canonicalize)) record();
+      // its pieces); the values it creates get facts from a new recording. Without facts the
+      // first round would repeat the canonicalization just done.
+      if ((outer > 0 || facts_ptr != nullptr) && Canonicalize(graph, canon, &report.canonicalize)) {
+        record();
+      }
       ro.facts = facts_ptr;
-      if (!ApplyRules(graph, rules, ro, &report.stats)) break;
+      auto t = std::chrono::steady_clock::now();
+      bool rewrote = ApplyRules(graph, rules, ro, &report.stats);
+      report.stage_ms["rules"] += ms_since(t);
+      if (!rewrote) break;
       if (options.after_pass) options.after_pass("rules", *graph);
     }
+    PoolConstants(graph, &report.canonicalize);
     RemoveDeadNodes(graph);
+    for (const auto& [pass, ms] : pass_ms) report.stage_ms["canonicalize." + pass] = ms;
     graph->lint();  // a rewrite that broke the graph must never reach a published artifact
   } catch (const std::exception& e) {
     std::string what = e.what();

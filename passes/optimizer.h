@@ -51,6 +51,8 @@ struct OptimizeReport {
   bool shape_facts = false;   // whether facts from sample inputs were recorded
   std::string shape_facts_error;  // why not, when sample inputs were given but failed
   double optimize_ms = 0.0;
+  // Where the time went: "canonicalize.<pass>", "shape_facts", "rules" -> milliseconds.
+  std::map<std::string, double> stage_ms;
 };
 
 // CountNodes: non-constant nodes in the graph, nested blocks included.

@@ -26,22 +26,26 @@ bool Removable(Node* n) {
   return true;
 }
 
-bool Sweep(Block* b) {
-  bool changed = false;
+int64_t Sweep(Block* b) {
+  int64_t removed = 0;
   for (auto it = b->nodes().rbegin(); it != b->nodes().rend();) {
     Node* n = *it;
     ++it;  // advance first: destroying n must not invalidate the iterator
-    for (Block* sub : n->blocks()) changed |= Sweep(sub);
+    for (Block* sub : n->blocks()) removed += Sweep(sub);
     if (Removable(n)) {
       n->destroy();
-      changed = true;
+      ++removed;
     }
   }
-  return changed;
+  return removed;
 }
 
 }  // namespace
 
-bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph) { return Sweep(graph->block()); }
+bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed) {
+  int64_t n = Sweep(graph->block());
+  if (removed != nullptr) *removed += n;
+  return n > 0;
+}
 
 }  // namespace sentier

@@ -8,13 +8,15 @@
 #ifndef SENTIER_PASSES_REMOVE_DEAD_NODES_H_
 #define SENTIER_PASSES_REMOVE_DEAD_NODES_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "passes/graph_fwd.h"
 
 namespace sentier {
 
-bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph);
+// `removed` (optional) gets the number of nodes deleted added to it.
+bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed = nullptr);
 
 }  // namespace sentier
 

@@ -11,8 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <cstring>
-#include <cstdlib>
-#include <iostream>
 
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -21,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "passes/debug_log.h"
 #include "passes/internal/compiled_rule.h"
 #include "passes/module_objects.h"
 #include "passes/remove_dead_nodes.h"
@@ -41,6 +40,9 @@ void Collect(Block* b, std::vector<Node*>* out) {
 
 bool MutatesSomething(const Node* n) {
   if (n->kind() == c10::prim::SetAttr) return true;
+  // Other prim:: nodes (constants, lists, tuples, attribute reads, control flow) write nothing;
+  // looking their schema up would search the operator registry for every one, every round.
+  if (n->kind().is_prim()) return false;
   const c10::FunctionSchema* schema = n->maybeSchema();
   return schema != nullptr && schema->is_mutable();
 }
@@ -73,26 +75,22 @@ bool WrittenThroughDropout(const torch::jit::AliasDb& db, torch::jit::Value* v, 
 // (every member's inputs are defined before any member's outputs are used; this also rules out
 // any dependence between members), at most max_group long. Members are matched again right
 // before their group is rewritten, since earlier groups may have replaced their inputs.
-// `round_nodes`: the nodes at the start of the round, in program order (nodes created during
+// `candidates`: the round's nodes of the anchor's kinds, in program order (nodes created during
 // the round are members from the next round on, as for ordinary rules).
-bool ApplyGroupRule(const std::vector<Node*>& round_nodes, const CompiledRule& rule,
+bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
                     const RewriteOptions& options, const internal::LegalityCheck& legal,
                     RewriteStats* stats) {
   const std::string& name = rule.ast.name;
-  const std::vector<Node*>& nodes = round_nodes;
   std::vector<std::string> bucket_order;
   absl::flat_hash_map<std::string, std::vector<Node*>> buckets;
-  for (Node* n : nodes) {
-    if (!rule.nodes[rule.anchor].kinds.contains(n->kind())) continue;
+  for (Node* n : candidates) {
     bool live = false;
     for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
     if (!live) continue;
     internal::GroupMember m;
     bool ok = internal::MatchGroupMember(rule, n, options.facts, &m);
-    if (std::getenv("SENTIER_DEBUG_GROUPS")) {
-      std::cerr << "group " << name << " candidate %" << n->output(0)->debugName() << " -> "
-                << (ok ? m.key : std::string("no match")) << "\n";
-    }
+    SENTIER_DEBUG(kGroups, "group " << name << " candidate %" << n->output(0)->debugName()
+                                    << " -> " << (ok ? m.key : std::string("no match")));
     if (!ok) continue;
     std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(n->owningBlock()), "#", m.key);
     auto [it, inserted] = buckets.emplace(key, std::vector<Node*>());
@@ -222,9 +220,38 @@ bool ModuleReadsAreDistinct(Graph& graph, const c10::IValue& self) {
 bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
                 const RewriteOptions& options, RewriteStats* stats) {
   bool changed_any = false;
+  // How far back from its anchor a pattern reaches: a rewrite can only make a new match for an
+  // anchor within that many uses downstream of a node it created.
+  size_t reach = 1;
+  for (size_t r = 0; r < rules.size(); ++r) reach = std::max(reach, rules.compiled(r).nodes.size());
+  size_t round_start = 0;  // Value::unique() at the start of the previous round
   for (int round = 0; round < options.max_rounds; ++round) {
     std::vector<Node*> nodes;
     Collect(graph->block(), &nodes);
+    // After the first round, ordinary rules are tried only at anchors the previous round's
+    // rewrites can have touched: nodes it created and their users, `reach` uses deep. (Anything
+    // missed is retried in the first round of the next ApplyRules call, which tries all.)
+    absl::flat_hash_set<const Node*> dirty;
+    if (round > 0) {
+      std::vector<std::pair<Node*, size_t>> work;
+      for (Node* n : nodes) {
+        bool created = false;
+        for (const torch::jit::Value* o : n->outputs()) created |= o->unique() >= round_start;
+        if (created && dirty.insert(n).second) work.emplace_back(n, 0);
+      }
+      while (!work.empty()) {
+        auto [n, depth] = work.back();
+        work.pop_back();
+        if (depth >= reach) continue;
+        for (const torch::jit::Value* o : n->outputs()) {
+          for (const torch::jit::Use& u : o->uses()) {
+            if (dirty.insert(u.user).second) work.emplace_back(u.user, depth + 1);
+          }
+        }
+      }
+    }
+    size_t mark = NextUnique(graph.get());
+    round_start = mark;
     bool has_mutation = false;
     absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;
     for (Node* n : nodes) {
@@ -262,7 +289,20 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
       const std::string& name = rule.ast.name;
       if (stats->stopped.count(name) != 0) continue;
       if (rule.ast.is_group) {
-        changed |= ApplyGroupRule(nodes, rule, options, legal, stats);
+        // The anchor's kinds, merged into program order (the indexing keeps each kind's list in
+        // program order already).
+        std::vector<Node*> candidates;
+        for (c10::Symbol kind : rule.nodes[rule.anchor].kinds) {
+          auto it = by_kind.find(kind);
+          if (it != by_kind.end()) candidates.insert(candidates.end(), it->second.begin(), it->second.end());
+        }
+        if (rule.nodes[rule.anchor].kinds.size() > 1) {
+          std::sort(candidates.begin(), candidates.end(), [](Node* a, Node* b) { return a->isBefore(b); });
+        }
+        if (ApplyGroupRule(candidates, rule, options, legal, stats)) {
+          changed = true;
+          mark = NextUnique(graph.get());  // what the groups created is not another rule's
+        }
         continue;
       }
       // Anchor kinds in a fixed order (by name), so results never depend on hashing.
@@ -275,6 +315,7 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
         auto it = by_kind.find(kind);
         if (it == by_kind.end()) continue;
         for (Node* anchor : it->second) {
+          if (round > 0 && !dirty.contains(anchor)) continue;
           // Anchors whose outputs are all unused are dead (possibly replaced this round).
           bool live = false;
           for (torch::jit::Value* o : anchor->outputs()) live |= o->hasUses();
@@ -282,13 +323,16 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
           std::string error;
           std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
           bool own_output = CreatedBy(mine, anchor);
-          size_t first_new = NextUnique(graph.get());
           internal::ApplyResult res =
               internal::TryApply(rule, anchor, options.facts, legal, &error);
           if (res == internal::ApplyResult::kApplied) {
             ++stats->applications[name];
             changed = true;
-            mine.emplace_back(first_new, NextUnique(graph.get()));
+            // The values this application created (and any a failed attempt since the last
+            // application created and destroyed again) have ids in [mark, next).
+            size_t next = NextUnique(graph.get());
+            mine.emplace_back(mark, next);
+            mark = next;
             if (own_output && (fed_itself.empty() || fed_itself.back() != name)) {
               fed_itself.push_back(name);
             }

@@ -40,6 +40,7 @@
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"
 #include "passes/canonicalize/pipeline.h"
+#include "passes/debug_log.h"
 
 DEFINE_string(input, "", "model to optimize: a TorchScript archive (.pt) or text IR (.ir)");
 DEFINE_string(output, "", "where to write the result (.pt or .ir)");
@@ -54,6 +55,7 @@ DEFINE_string(print_ir_after, "",
               "(see --list_passes), 'rules' (after each round of rules), 'all', or 'final' (the "
               "result; also what the bare --print_ir_after means)");
 DEFINE_bool(list_passes, false, "print the canonicalization passes in pipeline order and exit");
+DEFINE_string(debug, "", "engine debug output on stderr: 'groups' (every group-rule candidate and its key)");
 DEFINE_bool(allow_growth, false,
             "write the rewritten model even when it runs more aten ops per forward than the "
             "original and nothing was timed (by default the original is kept then)");
@@ -127,6 +129,11 @@ int Run() {
       }
       print_after.insert(std::string(name));
     }
+  }
+  if (!FLAGS_debug.empty()) {
+    absl::Status st = sentier::EnableDebugCategories(FLAGS_debug);
+    if (!st.ok()) return Fail(kBadInput, absl::StrCat("--debug: ", st.message()));
+    sentier::DebugSink() = [](absl::string_view line) { std::cerr << line << "\n"; };
   }
   if (FLAGS_input.empty()) return Fail(kBadInput, "--input is required (see --help)");
   if (FLAGS_output.empty()) return Fail(kBadInput, "--output is required (see --help)");

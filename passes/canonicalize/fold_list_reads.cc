@@ -80,102 +80,102 @@ bool NoWriters(Value* list) {
   return true;
 }
 
-void FoldConstantListReads(Block* b, PassCounters* counters, bool* changed) {
-  for (Node* n : b->nodes()) {
-    for (Block* sub : n->blocks()) FoldConstantListReads(sub, counters, changed);
-    bool get = n->kind() == kGetItem && n->inputs().size() == 2;
-    bool len = n->kind() == kLen && n->inputs().size() == 1;
-    if (!(get || len) || !n->output()->hasUses()) continue;
-    Value* list_value = n->input(0);
-    if (list_value->node()->kind() != c10::prim::Constant) continue;
-    c10::optional<c10::IValue> list = torch::jit::toIValue(list_value);
-    if (!list || !list->isList() || !NoWriters(list_value)) continue;
-    c10::IValue folded;
-    if (len) {
-      folded = static_cast<int64_t>(list->toListRef().size());
-    } else {
-      c10::optional<int64_t> index = torch::jit::constant_as<int64_t>(n->input(1));
-      int64_t count = static_cast<int64_t>(list->toListRef().size());
-      if (!index) continue;
-      int64_t i = *index < 0 ? *index + count : *index;
-      if (i < 0 || i >= count) continue;
-      folded = list->toListRef()[i];
-    }
-    c10::optional<Value*> c;
-    {
-      torch::jit::WithInsertPoint guard(n);
-      c = torch::jit::tryInsertConstant(*n->owningGraph(), folded);
-    }
-    if (!c) continue;
-    n->output()->replaceAllUsesWith(*c);
-    *changed = true;
-    if (counters != nullptr) ++(*counters)["fold_list_reads.constant_lists"];
+// A ListConstruct of int, float, bool or str constants that is only read becomes that constant
+// list (the form folded attributes and traced graphs have, and what rules' `$c` captures see).
+bool FoldConstantListLiteral(Node* n) {
+  if (n->kind() != c10::prim::ListConstruct || !n->output()->hasUses()) return false;
+  auto lt = n->output()->type()->cast<c10::ListType>();
+  if (!lt) return false;
+  c10::TypeKind elem = lt->getElementType()->kind();
+  if (elem != c10::TypeKind::IntType && elem != c10::TypeKind::FloatType &&
+      elem != c10::TypeKind::BoolType && elem != c10::TypeKind::StringType) {
+    return false;
   }
+  c10::impl::GenericList values(lt->getElementType());
+  for (Value* in : n->inputs()) {
+    if (in->node()->kind() != c10::prim::Constant) return false;
+    c10::optional<c10::IValue> v = torch::jit::toIValue(in);
+    if (!v) return false;
+    values.push_back(*v);
+  }
+  if (!ListIsOnlyRead(n->output())) return false;
+  c10::optional<Value*> c;
+  {
+    torch::jit::WithInsertPoint guard(n);
+    c = torch::jit::tryInsertConstant(*n->owningGraph(), c10::IValue(values));
+  }
+  if (!c) return false;
+  (*c)->setType(n->output()->type());
+  n->output()->replaceAllUsesWith(*c);
+  return true;
 }
 
-bool HasListReads(Block* b) {
-  for (Node* n : b->nodes()) {
-    if ((n->kind() == kGetItem || n->kind() == kLen || n->kind() == c10::aten::slice ||
-         n->kind() == c10::aten::add || n->kind() == c10::prim::ListUnpack) &&
-        n->inputs().size() >= 1 && n->input(0)->node()->kind() == c10::prim::ListConstruct) {
-      return true;
-    }
-    for (Block* sub : n->blocks()) {
-      if (HasListReads(sub)) return true;
-    }
+// len / constant __getitem__ of a constant list (that nothing writes) -> the length / element.
+bool FoldConstantListRead(Node* n) {
+  bool get = n->kind() == kGetItem && n->inputs().size() == 2;
+  bool len = n->kind() == kLen && n->inputs().size() == 1;
+  if (!(get || len) || !n->output()->hasUses()) return false;
+  Value* list_value = n->input(0);
+  if (list_value->node()->kind() != c10::prim::Constant) return false;
+  c10::optional<c10::IValue> list = torch::jit::toIValue(list_value);
+  if (!list || !list->isList() || !NoWriters(list_value)) return false;
+  c10::IValue folded;
+  if (len) {
+    folded = static_cast<int64_t>(list->toListRef().size());
+  } else {
+    c10::optional<int64_t> index = torch::jit::constant_as<int64_t>(n->input(1));
+    int64_t count = static_cast<int64_t>(list->toListRef().size());
+    if (!index) return false;
+    int64_t i = *index < 0 ? *index + count : *index;
+    if (i < 0 || i >= count) return false;
+    folded = list->toListRef()[i];
   }
-  return false;
+  c10::optional<Value*> c;
+  {
+    torch::jit::WithInsertPoint guard(n);
+    c = torch::jit::tryInsertConstant(*n->owningGraph(), folded);
+  }
+  if (!c) return false;
+  n->output()->replaceAllUsesWith(*c);
+  return true;
 }
 
-// A ListConstruct of int, float, bool or str constants that is only read is that constant list
-// (the form folded attributes and traced graphs have, and what rules' `$c` captures see).
-void ConstantLists(Block* b, PassCounters* counters, bool* changed) {
+// A read of a prim::ListConstruct that LibTorch's list idioms fold.
+bool ReadsListConstruct(Node* n) {
+  return (n->kind() == kGetItem || n->kind() == kLen || n->kind() == c10::aten::slice ||
+          n->kind() == c10::aten::add || n->kind() == c10::prim::ListUnpack) &&
+         n->inputs().size() >= 1 && n->input(0)->node()->kind() == c10::prim::ListConstruct;
+}
+
+// One walk: literals folded before their readers (definitions come first), reads folded.
+void Walk(Block* b, int64_t* literals, int64_t* reads, bool* list_reads) {
   for (Node* n : b->nodes()) {
-    for (Block* sub : n->blocks()) ConstantLists(sub, counters, changed);
-    if (n->kind() != c10::prim::ListConstruct || !n->output()->hasUses()) continue;
-    auto lt = n->output()->type()->cast<c10::ListType>();
-    if (!lt) continue;
-    c10::TypeKind elem = lt->getElementType()->kind();
-    if (elem != c10::TypeKind::IntType && elem != c10::TypeKind::FloatType &&
-        elem != c10::TypeKind::BoolType && elem != c10::TypeKind::StringType) {
-      continue;
+    for (Block* sub : n->blocks()) Walk(sub, literals, reads, list_reads);
+    if (FoldConstantListLiteral(n)) {
+      ++*literals;
+    } else if (FoldConstantListRead(n)) {
+      ++*reads;
+    } else if (ReadsListConstruct(n)) {
+      *list_reads = true;
     }
-    c10::impl::GenericList values(lt->getElementType());
-    bool all = true;
-    for (Value* in : n->inputs()) {
-      c10::optional<c10::IValue> v = torch::jit::toIValue(in);
-      if (!v || in->node()->kind() != c10::prim::Constant) {
-        all = false;
-        break;
-      }
-      values.push_back(*v);
-    }
-    if (!all || !ListIsOnlyRead(n->output())) continue;
-    c10::optional<Value*> c;
-    {
-      torch::jit::WithInsertPoint guard(n);
-      c = torch::jit::tryInsertConstant(*n->owningGraph(), c10::IValue(values));
-    }
-    if (!c) continue;
-    (*c)->setType(n->output()->type());
-    n->output()->replaceAllUsesWith(*c);
-    *changed = true;
-    if (counters != nullptr) ++(*counters)["fold_list_reads.constant_list_literals"];
   }
 }
 
 }  // namespace
 
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters) {
-  bool changed = false;
-  ConstantLists(graph->block(), counters, &changed);
-  FoldConstantListReads(graph->block(), counters, &changed);
+  int64_t literals = 0, reads = 0;
+  bool list_reads = false;
+  Walk(graph->block(), &literals, &reads, &list_reads);
+  bool changed = literals > 0 || reads > 0;
   // LibTorch's pass builds an alias analysis: only when a ListConstruct is read.
-  if (HasListReads(graph->block()) && torch::jit::PeepholeOptimizeListIdioms(graph)) {
-    changed = true;
-    if (counters != nullptr) ++(*counters)["fold_list_reads.list_idioms"];
+  bool idioms = list_reads && torch::jit::PeepholeOptimizeListIdioms(graph);
+  if (counters != nullptr) {
+    if (literals > 0) (*counters)["fold_list_reads.constant_list_literals"] += literals;
+    if (reads > 0) (*counters)["fold_list_reads.constant_lists"] += reads;
+    if (idioms) ++(*counters)["fold_list_reads.list_idioms"];
   }
-  return changed;
+  return changed || idioms;
 }
 
 }  // namespace sentier

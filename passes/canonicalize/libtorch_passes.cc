@@ -4,7 +4,10 @@
 // LibTorch 1.13 and 2.x (the canonicalization tests run in both builds), and only where the graph
 // has something for it to do: several of them build an alias analysis, which on a 100k-node graph
 // costs more than the rest of canonicalization. (PeepholeOptimize is not used: what it rewrites
-// differs between LibTorch versions, and it merges nested cats that the rules are about.)
+// differs between LibTorch versions, and it merges nested cats that the rules are about.
+// ConstantPooling and EliminateCommonSubexpression are not used either: both build an alias
+// analysis whose cost grows faster than the graph; pool_constants.cc and
+// eliminate_common_reads.cc do what canonicalization needs of them in linear time.)
 // Why each is safe for artifacts that must train:
 //   inline_calls          Inline: a call and its inlined body compute the same values.
 //   constant_propagation  ConstantPropagationImmutableTypes: evaluates only ops whose inputs and
@@ -14,14 +17,9 @@
 //   remove_list_mutation  RemoveListMutation: proves with an alias analysis that no one else sees
 //                         the list before turning appends into one ListConstruct.
 //   lower_tuples          LowerSimpleTuples: a tuple built and unpacked in the graph.
-//   cse                   EliminateCommonSubexpression: alias-aware; never merges nodes with side
-//                         effects or nondeterminism (dropout, rand).
-//   constant_pooling      ConstantPooling: one node per distinct constant.
-//   dead_code             Sentier's RemoveDeadNodes (linear, no alias analysis) and, where nodes
-//                         with blocks or mutation remain, LibTorch's EliminateDeadCode.
+//   dead_code             Sentier's RemoveDeadNodes (linear, no alias analysis) and, where an unused
+//                         prim::If/Loop or a list write remains, LibTorch's EliminateDeadCode.
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/passes/common_subexpression_elimination.h>
-#include <torch/csrc/jit/passes/constant_pooling.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -72,11 +70,6 @@ bool MutatesList(Node* n) {
   return false;
 }
 
-bool Mutates(Node* n) {
-  if (n->kind() == c10::prim::SetAttr) return true;
-  const c10::FunctionSchema* schema = n->maybeSchema();
-  return schema != nullptr && schema->is_mutable();
-}
 
 void Note(PassCounters* counters, const char* key, int64_t n = 1) {
   if (counters != nullptr && n != 0) (*counters)[key] += n;
@@ -121,26 +114,26 @@ bool LowerTuples(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
   return removed != 0;
 }
 
-bool EliminateCommonSubexpressions(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
-  bool changed = torch::jit::EliminateCommonSubexpression(graph);
-  Note(counters, "cse.changed", changed);
-  return changed;
-}
-
-bool PoolConstants(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
-  int64_t before = Count(graph->block());
-  torch::jit::ConstantPooling(graph);
-  int64_t removed = before - Count(graph->block());
-  Note(counters, "constant_pooling.nodes_removed", removed);
-  return removed != 0;
-}
-
 bool EliminateDeadNodes(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
-  int64_t before = Count(graph->block());
-  RemoveDeadNodes(graph);
-  bool effects = Any(graph->block(), [](Node* n) { return !n->blocks().empty() || Mutates(n); });
-  if (effects) torch::jit::EliminateDeadCode(graph);
-  int64_t removed = before - Count(graph->block());
+  int64_t removed = 0;
+  RemoveDeadNodes(graph, &removed);
+  // What RemoveDeadNodes leaves for LibTorch's pass: unused nodes with blocks (a prim::If whose
+  // results nobody reads) and list writes nobody reads after. Only then is its alias analysis
+  // worth building.
+  bool more = Any(graph->block(), [](Node* n) {
+    if (n->kind() == c10::prim::If || n->kind() == c10::prim::Loop) {
+      for (const torch::jit::Value* o : n->outputs()) {
+        if (o->hasUses()) return false;
+      }
+      return true;
+    }
+    return MutatesList(n);
+  });
+  if (more) {
+    int64_t before = Count(graph->block());
+    torch::jit::EliminateDeadCode(graph);
+    removed += before - Count(graph->block());
+  }
   Note(counters, "dead_code.nodes_removed", removed);
   return removed != 0;
 }

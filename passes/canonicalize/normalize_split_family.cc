@@ -43,19 +43,24 @@ bool IsIntList(Value* v) {
   return lt && lt->getElementType()->kind() == c10::TypeKind::IntType;
 }
 
-// Replaces `n` by a node of kind `kind` with the given inputs; outputs keep their types.
-void ReplaceNode(Node* n, c10::Symbol kind, std::vector<torch::jit::NamedValue> inputs,
-                 const ShapeFacts* facts) {
+// Replaces `n` by a node of kind `kind` with the given inputs (positional, in the schema's
+// order: every replacement here is an overload whose arguments are exactly these); outputs keep
+// their types. The node is created directly: Graph::insert would match the schema anew for each
+// of the 20k splits of a large graph.
+Node* ReplaceNode(Node* n, c10::Symbol kind, std::vector<torch::jit::NamedValue> inputs,
+                  const ShapeFacts* facts) {
   Graph* g = n->owningGraph();
-  Value* out = nullptr;
-  {
-    WithInsertPoint guard(n);
-    out = g->insert(kind, inputs);
-  }
+  std::vector<Value*> values;
+  for (const torch::jit::NamedValue& v : inputs) values.push_back(v.value(*g));
+  Node* created = g->create(kind, values, 1);
+  created->insertBefore(n);
+  created->copyMetadata(n);
+  Value* out = created->output();
   out->setType(n->output()->type());
   n->output()->replaceAllUsesWith(out);
   if (facts != nullptr) facts->Propagate(n->output(), out);
   n->destroy();
+  return created;
 }
 
 std::vector<torch::jit::NamedValue> InputsOf(Node* n) {
@@ -73,22 +78,24 @@ std::vector<int64_t> SplitSizes(int64_t total, int64_t size) {
   return out;
 }
 
-bool NormalizeSpellings(Graph* g, const std::vector<Node*>& nodes, const ShapeFacts* facts) {
+// Replaces nodes in place in `nodes` (a replaced node's slot gets its replacement), so the list
+// stays valid for the steps after it without walking the graph again.
+bool NormalizeSpellings(Graph* g, std::vector<Node*>& nodes, const ShapeFacts* facts) {
   bool changed = false;
-  for (Node* n : nodes) {
+  for (Node*& n : nodes) {
     c10::Symbol k = n->kind();
     if ((k == kConcat || k == kConcatenate) && n->inputs().size() == 2) {
-      ReplaceNode(n, c10::aten::cat, InputsOf(n), facts);
+      n = ReplaceNode(n, c10::aten::cat, InputsOf(n), facts);
       changed = true;
     } else if (k == kUnsafeChunk && n->inputs().size() == 3) {
-      ReplaceNode(n, c10::aten::chunk, InputsOf(n), facts);
+      n = ReplaceNode(n, c10::aten::chunk, InputsOf(n), facts);
       changed = true;
     } else if (k == kUnsafeSplitWithSizes && n->inputs().size() == 3) {
-      ReplaceNode(n, kSplitWithSizes, InputsOf(n), facts);
+      n = ReplaceNode(n, kSplitWithSizes, InputsOf(n), facts);
       changed = true;
     } else if ((k == c10::aten::split || k == kUnsafeSplit) && n->inputs().size() == 3) {
       if (IsIntList(n->input(1))) {
-        ReplaceNode(n, kSplitWithSizes, InputsOf(n), facts);
+        n = ReplaceNode(n, kSplitWithSizes, InputsOf(n), facts);
         changed = true;
         continue;
       }
@@ -103,7 +110,7 @@ bool NormalizeSpellings(Graph* g, const std::vector<Node*>& nodes, const ShapeFa
         WithInsertPoint guard(n);
         c = g->insertConstant(c10::IValue(sizes));
       }
-      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)}, facts);
+      n = ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)}, facts);
       changed = true;
     } else if (k == c10::aten::chunk && n->inputs().size() == 3) {
       c10::optional<int64_t> chunks = ConstInt(n->input(1));
@@ -119,7 +126,7 @@ bool NormalizeSpellings(Graph* g, const std::vector<Node*>& nodes, const ShapeFa
         WithInsertPoint guard(n);
         c = g->insertConstant(c10::IValue(sizes));
       }
-      ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)}, facts);
+      n = ReplaceNode(n, kSplitWithSizes, {n->input(0), c, n->input(2)}, facts);
       changed = true;
     }
   }
@@ -293,8 +300,6 @@ bool NormalizeSplitFamily(const std::shared_ptr<Graph>& graph, const ShapeFacts*
   std::vector<Node*> nodes;
   CollectNodes(graph->block(), &nodes);
   bool spellings = NormalizeSpellings(graph.get(), nodes, facts);
-  nodes.clear();
-  CollectNodes(graph->block(), &nodes);
   bool dims = NormalizeDims(graph.get(), nodes, facts);
   bool lists = ListIndexingToUnpack(graph.get(), nodes, facts);
   if (counters != nullptr) {

@@ -68,6 +68,18 @@ bool UnrollKnownLoops(const std::shared_ptr<torch::jit::Graph>& graph, PassCount
 bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, const ShapeFacts* facts,
                           PassCounters* counters);
 
+// EliminateCommonReads: a pure node whose outputs cannot be written (immutable values, reads of
+// module attributes) is merged into an earlier equal one that dominates it.
+bool EliminateCommonReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
+// PoolConstants: one node per distinct immutable constant, moved to the start of the graph.
+// SpreadConstants: the reverse, before rewriting — each top-level constant with many uses is
+// copied so that no copy has more than a few (deleting a node then costs O(1) per constant
+// input, not the constant's fan-out); returns the number of copies. OptimizeGraph spreads
+// first and pools last.
+bool PoolConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+int64_t SpreadConstants(const std::shared_ptr<torch::jit::Graph>& graph);
+
 // --- LibTorch's passes (libtorch_passes.cc) -----------------------------------------------------
 
 // InlineCalls: torch::jit::Inline — submodule and function calls become their bodies.
@@ -80,11 +92,6 @@ bool PropagateConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCou
 bool RemoveListMutations(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 // LowerTuples: LowerSimpleTuples — tuples built and unpacked in the graph become their elements.
 bool LowerTuples(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
-// EliminateCommonSubexpressions: EliminateCommonSubexpression (alias-aware).
-bool EliminateCommonSubexpressions(const std::shared_ptr<torch::jit::Graph>& graph,
-                                   PassCounters* counters);
-// PoolConstants: ConstantPooling — one node per distinct constant, hoisted to the graph's top.
-bool PoolConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 // EliminateDeadNodes: Sentier's linear RemoveDeadNodes, then LibTorch's EliminateDeadCode where
 // nodes with blocks or mutation remain (it builds an alias analysis).
 bool EliminateDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);

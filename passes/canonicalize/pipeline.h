@@ -3,7 +3,7 @@
 // Canonicalize runs, in this order,
 //   inline_calls, fold_module_attributes, constant_propagation, remove_list_mutation,
 //   fold_list_reads, fold_scalar_tensors, unroll_loops, lower_tuples, normalize_split_family, cse,
-//   constant_pooling, dead_code
+//   dead_code
 // and repeats the sequence while any pass changed the graph (at most `max_iterations` times):
 // the passes feed each other (a folded attribute makes a split's sections known, which makes a
 // loop's trip count constant, whose unrolled body indexes lists with constants, ...). A scripted
@@ -19,12 +19,15 @@
 // Spellings that need no list or attribute analysis (x @ w.t() + b as a linear, dropout with
 // p = 0) are rules of the `normalize` family in patterns/normalize.rules, with golden tests.
 //
+// Constants are pooled once, after the rules (OptimizeGraph; pool_constants.cc says why).
+//
 // Choices a user should know: module attributes that are not parameters or buffers are taken as
 // constants (as torch.jit.freeze does; see fold_module_attributes.cc); `training` never is.
 #ifndef SENTIER_PASSES_CANONICALIZE_PIPELINE_H_
 #define SENTIER_PASSES_CANONICALIZE_PIPELINE_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,12 +41,19 @@
 namespace sentier {
 
 struct CanonicalizeOptions {
+  // false: only the passes whose work a round of rules can create (fold_list_reads,
+  // normalize_split_family, cse, dead_code) — what OptimizeGraph runs between rounds of rules,
+  // after the full pipeline has run once. Rules insert no calls, attribute reads, loops or
+  // tuples, so the other passes would find nothing new.
+  bool full = true;
   c10::IValue self;                   // the module object (graph input 0); None: no attributes
   const ShapeFacts* facts = nullptr;  // sizes from sample inputs, when recorded
   int max_iterations = 8;
   // Called after every pass that changed the graph, with the pass's name (for
   // sentier_opt --print_ir_after=<pass>).
   std::function<void(const std::string& pass, const torch::jit::Graph& graph)> after_pass;
+  // When set, each pass's wall time is added to (*pass_ms)[pass] (milliseconds).
+  std::map<std::string, double>* pass_ms = nullptr;
 };
 
 // CanonicalPassNames: the passes in pipeline order.
