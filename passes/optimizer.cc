@@ -94,6 +94,15 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
     }
     PoolConstants(graph, &report.canonicalize);
     RemoveDeadNodes(graph);
+    if (options.stacked_parameters) {
+      if (!canon.self.isObject()) {
+        return absl::InvalidArgumentError("stacked parameters need the module (a .pt model)");
+      }
+      torch::jit::Module module(canon.self.toObject());
+      auto layout = StoreStackedParameters(module, graph);
+      if (!layout.ok()) return layout.status();
+      report.param_layout = std::move(*layout);
+    }
     for (const auto& [pass, ms] : pass_ms) report.stage_ms["canonicalize." + pass] = ms;
     graph->lint();  // a rewrite that broke the graph must never reach a published artifact
   } catch (const std::exception& e) {

@@ -25,6 +25,7 @@
 #include "passes/canonicalize/passes.h"
 #include "passes/rewrite_driver.h"
 #include "passes/rule_set.h"
+#include "passes/stacked_parameters.h"
 
 #include "passes/graph_fwd.h"
 
@@ -41,6 +42,9 @@ struct OptimizeOptions {
   // Called after each canonicalization pass that changed the graph, and with "rules" after each
   // round of rules that did (sentier_opt --print_ir_after=<pass>).
   std::function<void(const std::string& pass, const torch::jit::Graph& graph)> after_pass;
+  // Store the parameters the batching rules stack as stacked parameters of the module (see
+  // stacked_parameters.h; needs `self`). false: the original layout, parameters stay as they are.
+  bool stacked_parameters = false;
 };
 
 struct OptimizeReport {
@@ -53,6 +57,7 @@ struct OptimizeReport {
   double optimize_ms = 0.0;
   // Where the time went: "canonicalize.<pass>", "shape_facts", "rules" -> milliseconds.
   std::map<std::string, double> stage_ms;
+  ParamLayout param_layout;  // with stacked_parameters: what was stored stacked
 };
 
 // CountNodes: non-constant nodes in the graph, nested blocks included.

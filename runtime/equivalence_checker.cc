@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "passes/sample_inputs.h"
+#include "passes/stacked_parameters.h"
 #include "passes/torch_error.h"
 #include "runtime/cuda_kernels.h"
 #include "runtime/graph_runner.h"
@@ -80,6 +81,30 @@ std::vector<c10::IValue> InputsOnDevice(const std::vector<c10::IValue>& inputs, 
   return MapTensors(inputs, [&](const at::Tensor& t) { return Cast(t, dtype, device); });
 }
 
+// A model whose parameters are stored stacked (passes/stacked_parameters.h): the gradient of each
+// stored parameter is split back into its members' gradients, under their original names, so
+// that they compare with the original model's one by one.
+void ByOriginalNames(const ParamLayout& layout, RunResult* result) {
+  for (const StackedParameter& p : layout.stacked) {
+    std::string key = absl::StrCat("grad of param ", p.name);
+    auto it = std::find_if(result->grads.begin(), result->grads.end(),
+                           [&](const auto& g) { return g.first == key; });
+    if (it == result->grads.end()) continue;
+    size_t at = static_cast<size_t>(it - result->grads.begin());
+    at::Tensor g = it->second;
+    bool defined = result->grad_defined[at];
+    result->grads.erase(it);
+    result->grad_defined.erase(result->grad_defined.begin() + at);
+    int64_t offset = 0;
+    for (size_t k = 0; k < p.members.size(); ++k) {
+      at::Tensor part = p.op == "stack" ? g.select(p.dim, static_cast<int64_t>(k)) : g.narrow(p.dim, offset, p.sizes[k]);
+      offset += p.sizes[k];
+      result->grads.emplace_back(absl::StrCat("grad of param ", p.members[k]), part.contiguous());
+      result->grad_defined.push_back(defined);
+    }
+  }
+}
+
 absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
                               const std::vector<c10::IValue>& inputs, c10::ScalarType dtype,
                               const c10::Device& device, bool training, uint64_t seed) {
@@ -130,6 +155,9 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
           result.grads.emplace_back(leaf_names[k], g.detach());
           result.grad_defined.push_back(grads[k].defined());
         }
+        auto layout = ReadParamLayout(m);
+        if (!layout.ok()) return layout.status();
+        ByOriginalNames(*layout, &result);
       }
     }
   } catch (const std::exception& e) {

@@ -56,6 +56,12 @@ DEFINE_string(print_ir_after, "",
               "result; also what the bare --print_ir_after means)");
 DEFINE_bool(list_passes, false, "print the canonicalization passes in pipeline order and exit");
 DEFINE_string(debug, "", "engine debug output on stderr: 'groups' (every group-rule candidate and its key)");
+DEFINE_string(param_layout, "original",
+              "original: parameters stay as the model has them (a drop-in by name); stacked: the "
+              "parameters the batching rules stack are stored stacked (faster training steps; "
+              "original_state_dict()/load_original_state_dict() keep checkpoints interchangeable; "
+              "optimizers whose update depends on each tensor's norm, such as LARS or LAMB, "
+              "differ)");
 DEFINE_bool(allow_growth, false,
             "write the rewritten model even when it runs more aten ops per forward than the "
             "original and nothing was timed (by default the original is kept then)");
@@ -246,28 +252,39 @@ int Run() {
     return Fail(kBadInput, absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
   }
   if (model->is_module) opts.self = model->module._ivalue();
+  if (FLAGS_param_layout == "stacked") {
+    if (!model->is_module) return Fail(kBadInput, "--param_layout=stacked needs a .pt model");
+    opts.stacked_parameters = true;
+  } else if (FLAGS_param_layout != "original") {
+    return Fail(kBadInput, absl::StrCat("--param_layout must be original or stacked, not '", FLAGS_param_layout, "'"));
+  }
+  j["param_layout"] = FLAGS_param_layout;
   opts.after_pass = [&](const std::string& pass, const torch::jit::Graph& graph) {
     if (!print_after_all && print_after.count(pass) == 0) return;
     std::cout << "// ----- IR after " << pass << " -----\n" << graph.toString();
   };
-  // Executed aten ops per forward (CPU proxy for kernel launches), before and after.
-  std::shared_ptr<torch::jit::Graph> before_copy;
-  if (opts.sample_inputs != nullptr) before_copy = model->graph->copy();
+  // Executed aten ops per forward (CPU proxy for kernel launches), before and after; the count
+  // before is taken first (with stacked parameters the module itself changes).
+  int64_t ops_before = -1, ops_after = -1;
+  if (opts.sample_inputs != nullptr) {
+    auto b = sentier::CountAtenOps(model->graph->copy(), samples);
+    if (b.ok()) ops_before = *b;
+  }
   auto report = sentier::OptimizeGraph(model->graph, **rules, opts);
   if (!report.ok()) return Fail(kInternal, std::string(report.status().message()));
   sentier::AddOptimization(*report, &j);
+  if (!report->param_layout.empty()) {
+    j["stacked_parameters"] = nlohmann::json::parse(report->param_layout.ToJson())["stacked"];
+  }
   if (print_final) std::cout << "// ----- IR after sentier -----\n" << model->graph->toString();
   if (!FLAGS_dot_after.empty()) {
     absl::Status st =
         sentier::WriteFileAtomically(FLAGS_dot_after, sentier::GraphToDot(*model->graph));
     if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
   }
-  int64_t ops_before = -1, ops_after = -1;
-  if (before_copy != nullptr) {
-    auto b = sentier::CountAtenOps(before_copy, samples);
+  if (ops_before >= 0) {
     auto a = sentier::CountAtenOps(model->graph, samples);
-    if (b.ok() && a.ok()) {
-      ops_before = *b;
+    if (a.ok()) {
       ops_after = *a;
       j["aten_ops_per_forward_before"] = ops_before;
       j["aten_ops_per_forward_after"] = ops_after;

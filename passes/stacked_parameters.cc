@@ -1,0 +1,399 @@
+// stacked_parameters.cc — stacks of module parameters become stored parameters (see the header).
+//
+// Identity: a parameter P registered with the values stack([p_1, ..., p_n], d) (or their cat),
+// read where the graph computed that stack, gives the same values to every later op; the
+// gradient that reaches P is the one the stack's backward split among the p_i, and an
+// element-wise optimizer updating P updates each slice exactly as it would update p_i. The
+// members' modules go only when nothing else reads them: no other node of the graph, no method
+// of their parent's class, no other instance of that class (module classes can be shared).
+#include "passes/stacked_parameters.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "passes/module_objects.h"
+#include "passes/remove_dead_nodes.h"
+#include "passes/torch_error.h"
+
+namespace sentier {
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+using ObjectPtr = c10::intrusive_ptr<c10::ivalue::Object>;
+using Obj = c10::ivalue::Object;
+
+// Where each module object sits in the hierarchy.
+struct Place {
+  const Obj* parent = nullptr;
+  std::string attr;  // its attribute name in the parent
+  std::string path;  // qualified, "" for the root
+};
+
+void MapPlaces(const ObjectPtr& obj, const Obj* parent, const std::string& attr, const std::string& path,
+               absl::flat_hash_map<const Obj*, Place>* places, absl::flat_hash_map<const c10::ClassType*, int>* type_uses) {
+  if (places->contains(obj.get())) return;
+  (*places)[obj.get()] = Place{parent, attr, path};
+  ++(*type_uses)[obj->type().get()];
+  for (size_t i = 0; i < obj->type()->numAttributes(); ++i) {
+    const c10::IValue& v = obj->getSlot(i);
+    if (v.isObject() && v.toObject()->type()->is_module()) {
+      std::string name = obj->type()->getAttributeName(i);
+      MapPlaces(v.toObject(), obj.get(), name, path.empty() ? name : absl::StrCat(path, ".", name), places,
+                type_uses);
+    }
+  }
+}
+
+// Names some method of `type` reads with prim::GetAttr.
+absl::flat_hash_set<std::string> NamesReadByMethods(const c10::ClassTypePtr& type) {
+  absl::flat_hash_set<std::string> names;
+  std::function<void(Block*)> walk = [&](Block* b) {
+    for (Node* n : b->nodes()) {
+      if (n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::SetAttr) names.insert(n->s(c10::attr::name));
+      for (Block* sub : n->blocks()) walk(sub);
+    }
+  };
+  for (torch::jit::Function* fn : type->methods()) {
+    if (fn->isGraphFunction()) walk(torch::jit::toGraphFunction(*fn).graph()->block());
+  }
+  return names;
+}
+
+// Tensor attributes that are parameters or buffers of `obj`.
+std::vector<std::string> StateNames(const Obj& obj) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < obj.type()->numAttributes(); ++i) {
+    const c10::IValue& v = obj.getSlot(i);
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    if (obj.type()->is_parameter(i) || obj.type()->is_buffer(i)) out.push_back(obj.type()->getAttributeName(i));
+  }
+  return out;
+}
+
+struct Member {
+  const Obj* module;  // the module holding the parameter
+  std::string attr;   // the parameter's name in it
+  at::Tensor tensor;
+};
+
+struct Candidate {
+  Node* node;   // aten::stack or aten::cat
+  int64_t dim;
+  std::vector<Member> members;
+};
+
+// The members of `n` when it stacks (or concatenates) module parameters, each read only there.
+bool AsCandidate(Node* n, const ModuleObjectMap& objects, Candidate* c) {
+  bool stack = n->kind() == c10::aten::stack, cat = n->kind() == c10::aten::cat;
+  if ((!stack && !cat) || n->inputs().size() != 2 || n->owningBlock() != n->owningGraph()->block()) {
+    return false;
+  }
+  c10::optional<int64_t> dim = torch::jit::constant_as<int64_t>(n->input(1));
+  Node* list = n->input(0)->node();
+  if (!dim || *dim < 0 || list->kind() != c10::prim::ListConstruct || list->inputs().size() < 2 ||
+      n->input(0)->uses().size() != 1) {
+    return false;
+  }
+  c->node = n;
+  c->dim = *dim;
+  absl::flat_hash_set<const void*> seen;
+  for (Value* v : list->inputs()) {
+    Node* get = v->node();
+    if (get->kind() != c10::prim::GetAttr || v->uses().size() != 1) return false;
+    auto it = objects.find(get->input());
+    if (it == objects.end()) return false;
+    const std::string& name = get->s(c10::attr::name);
+    c10::optional<size_t> slot = it->second->type()->findAttributeSlot(name);
+    if (!slot || !it->second->type()->is_parameter(*slot)) return false;
+    at::Tensor t = it->second->getSlot(*slot).toTensor();
+    if (!t.defined() || !seen.insert(t.unsafeGetTensorImpl()).second) return false;
+    if (!c->members.empty()) {
+      const at::Tensor& first = c->members[0].tensor;
+      if (t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
+          t.requires_grad() != first.requires_grad() || t.dim() != first.dim() || *dim > t.dim() ||
+          (stack && t.sizes() != first.sizes())) {
+        return false;
+      }
+    }
+    c->members.push_back(Member{it->second.get(), name, t});
+  }
+  return !c->members.empty() && c->dim <= c->members[0].tensor.dim() - (cat ? 1 : 0);
+}
+
+// The valid TorchScript access path from `self` to a qualified name: attributes, or indexing
+// for container entries named by numbers.
+std::string Access(const std::string& qualified) {
+  std::string out = "self";
+  for (absl::string_view part : absl::StrSplit(qualified, '.')) {
+    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char ch) { return absl::ascii_isdigit(ch); });
+    out += digits ? absl::StrCat("[", part, "]") : absl::StrCat(".", part);
+  }
+  return out;
+}
+
+std::string ShapeList(const std::vector<int64_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
+
+// A string literal for TorchScript source (the names are module paths: letters, digits, '.', '_').
+std::string Quote(const std::string& s) { return absl::StrCat("\"", s, "\""); }
+
+}  // namespace
+
+std::string ParamLayout::ToJson() const {
+  nlohmann::json j;
+  j["version"] = 1;
+  j["stacked"] = nlohmann::json::array();
+  for (const StackedParameter& p : stacked) {
+    j["stacked"].push_back({{"name", p.name}, {"op", p.op}, {"dim", p.dim}, {"members", p.members}, {"sizes", p.sizes}});
+  }
+  j["original_names"] = original_names;
+  j["original_shapes"] = original_shapes;
+  return j.dump();
+}
+
+absl::StatusOr<ParamLayout> ParamLayout::FromJson(const std::string& text) {
+  ParamLayout layout;
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    for (const auto& p : j.at("stacked")) {
+      StackedParameter s;
+      s.name = p.at("name").get<std::string>();
+      s.op = p.at("op").get<std::string>();
+      s.dim = p.at("dim").get<int64_t>();
+      s.members = p.at("members").get<std::vector<std::string>>();
+      s.sizes = p.at("sizes").get<std::vector<int64_t>>();
+      layout.stacked.push_back(std::move(s));
+    }
+    layout.original_names = j.at("original_names").get<std::vector<std::string>>();
+    layout.original_shapes = j.at("original_shapes").get<std::vector<std::vector<int64_t>>>();
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed parameter layout: ", e.what()));
+  }
+  return layout;
+}
+
+absl::StatusOr<ParamLayout> ReadParamLayout(const torch::jit::Module& module) {
+  if (!module.hasattr(kParamLayoutAttribute)) return ParamLayout{};
+  c10::IValue v = module.attr(kParamLayoutAttribute);
+  if (!v.isString()) return absl::InvalidArgumentError("sentier_param_layout is not a string");
+  return ParamLayout::FromJson(v.toStringRef());
+}
+
+absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, const std::shared_ptr<Graph>& graph) {
+  ParamLayout layout;
+  ObjectPtr root = module._ivalue();
+  if (module.hasattr(kParamLayoutAttribute)) {
+    return absl::FailedPreconditionError("the module's parameters are stored stacked already");
+  }
+  // The original state_dict: names and shapes, before anything moves.
+  for (const auto& np : module.named_parameters(/*recurse=*/true)) {
+    layout.original_names.push_back(np.name);
+    layout.original_shapes.push_back(np.value.sizes().vec());
+  }
+  for (const auto& nb : module.named_buffers(/*recurse=*/true)) {
+    layout.original_names.push_back(nb.name);
+    layout.original_shapes.push_back(nb.value.sizes().vec());
+  }
+  absl::flat_hash_map<const Obj*, Place> places;
+  absl::flat_hash_map<const c10::ClassType*, int> type_uses;
+  MapPlaces(root, nullptr, "", "", &places, &type_uses);
+  ModuleObjectMap objects = ModuleObjects(*graph, c10::IValue(root));
+  if (objects.empty()) return layout;
+
+  std::vector<Candidate> candidates;
+  for (Node* n : graph->nodes()) {
+    Candidate c;
+    if (AsCandidate(n, objects, &c)) candidates.push_back(std::move(c));
+  }
+  // A member module can go when all its state is in accepted candidates and nothing else reads
+  // it; a candidate is accepted when all its member modules can go. Iterated to a fixpoint.
+  absl::flat_hash_map<const Obj*, int64_t> reads;  // graph nodes reading each module object
+  for (Node* n : graph->nodes()) {
+    for (Value* in : n->inputs()) {
+      auto it = objects.find(in);
+      if (it != objects.end()) ++reads[it->second.get()];
+    }
+  }
+  std::vector<bool> accepted(candidates.size(), true);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    absl::flat_hash_map<const Obj*, std::set<std::string>> consumed;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!accepted[i]) continue;
+      for (const Member& m : candidates[i].members) consumed[m.module].insert(m.attr);
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!accepted[i]) continue;
+      bool ok = true;
+      for (const Member& m : candidates[i].members) {
+        const Obj* mod = m.module;
+        auto place = places.find(mod);
+        if (place == places.end() || place->second.parent == nullptr) {
+          ok = false;  // the root's own parameters stay
+          break;
+        }
+        std::vector<std::string> state = StateNames(*mod);
+        const std::set<std::string>& used = consumed[mod];
+        ok = std::all_of(state.begin(), state.end(), [&](const std::string& s) { return used.count(s) != 0; }) &&
+             reads[mod] == static_cast<int64_t>(used.size());  // read only for those parameters
+        const Obj* parent = place->second.parent;
+        ok = ok && type_uses[parent->type().get()] == 1 &&
+             !NamesReadByMethods(parent->type()).contains(place->second.attr);
+        if (!ok) break;
+      }
+      if (!ok) {
+        accepted[i] = false;
+        changed = true;
+      }
+    }
+  }
+
+  absl::flat_hash_set<const Obj*> removed;
+  absl::flat_hash_map<const Obj*, absl::flat_hash_set<std::string>> new_names;
+  try {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!accepted[i]) continue;
+      Candidate& c = candidates[i];
+      bool stack = c.node->kind() == c10::aten::stack;
+      // The members' nearest common ancestor holds the stored parameter.
+      std::vector<const Obj*> chain;
+      for (const Obj* o = places[c.members[0].module].parent; o != nullptr; o = places[o].parent) chain.push_back(o);
+      const Obj* holder = root.get();
+      for (const Obj* cand : chain) {
+        bool all = true;
+        for (const Member& m : c.members) {
+          bool under = false;
+          for (const Obj* o = places[m.module].parent; o != nullptr && !under; o = places[o].parent) under = o == cand;
+          all &= under;
+        }
+        if (all) {
+          holder = cand;
+          break;
+        }
+      }
+      if (holder != root.get() && type_uses[holder->type().get()] != 1) holder = root.get();
+      std::string base = absl::StrCat(stack ? "stacked_" : "concatenated_", c.members[0].attr);
+      std::string name = base;
+      for (int k = 1; holder->type()->hasAttribute(name) || new_names[holder].contains(name); ++k) {
+        name = absl::StrCat(base, "_", k);
+      }
+      new_names[holder].insert(name);
+      std::vector<at::Tensor> values;
+      StackedParameter record;
+      for (const Member& m : c.members) {
+        values.push_back(m.tensor.detach());
+        record.members.push_back(places[m.module].path.empty()
+                                     ? m.attr
+                                     : absl::StrCat(places[m.module].path, ".", m.attr));
+        record.sizes.push_back(stack ? 1 : m.tensor.size(c.dim));
+      }
+      at::Tensor stored = (stack ? at::stack(values, c.dim) : at::cat(values, c.dim)).contiguous();
+      stored.requires_grad_(c.members[0].tensor.requires_grad());
+      Obj* holder_mut = const_cast<Obj*>(holder);
+      size_t slot = holder_mut->type()->addAttribute(name, c10::TensorType::get(), /*is_parameter=*/true);
+      holder_mut->setSlot(slot, stored);
+      record.name = places[holder].path.empty() ? name : absl::StrCat(places[holder].path, ".", name);
+      record.op = stack ? "stack" : "cat";
+      record.dim = c.dim;
+      layout.stacked.push_back(record);
+      // In the graph: read the stored parameter where the stack was computed.
+      Value* holder_value = nullptr;
+      for (const auto& [v, o] : objects) {
+        if (o.get() != holder) continue;
+        Value* mv = const_cast<Value*>(v);
+        if (mv->node()->kind() == c10::prim::Param || mv->node()->isBefore(c.node)) {
+          holder_value = mv;
+          break;
+        }
+      }
+      torch::jit::WithInsertPoint guard(c.node);
+      if (holder_value == nullptr) {
+        holder_value = graph->inputs()[0];
+        for (absl::string_view part : absl::StrSplit(places[holder].path, '.', absl::SkipEmpty())) {
+          Node* get = graph->insertNode(graph->createGetAttr(holder_value, std::string(part)));
+          holder_value = get->output();
+        }
+      }
+      Node* read = graph->insertNode(graph->createGetAttr(holder_value, name));
+      read->output()->setType(c10::TensorType::get());
+      c.node->output()->replaceAllUsesWith(read->output());
+      for (const Member& m : c.members) removed.insert(m.module);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("storing stacked parameters failed: ", TorchErrorMessage(e.what())));
+  }
+  if (layout.stacked.empty()) return layout;
+  RemoveDeadNodes(graph);
+  // Nothing in the graph may read a removed module any more.
+  ModuleObjectMap after = ModuleObjects(*graph, c10::IValue(root));
+  for (const auto& [v, o] : after) {
+    if (removed.contains(o.get())) {
+      return absl::InternalError(absl::StrCat("storing stacked parameters: module '", places[o.get()].path,
+                                              "' is still read after its parameters moved"));
+    }
+  }
+  for (const Obj* m : removed) {
+    Obj* parent = const_cast<Obj*>(places[m].parent);
+    parent->unsafeRemoveAttr(places[m].attr);  // the slot first: it is found through the type
+    parent->type()->unsafeRemoveAttribute(places[m].attr);
+  }
+  // Checkpoints stay interchangeable: original names, as views of the stored parameters.
+  absl::flat_hash_map<std::string, std::string> view;  // original name -> expression
+  for (const StackedParameter& p : layout.stacked) {
+    int64_t offset = 0;
+    for (size_t k = 0; k < p.members.size(); ++k) {
+      view[p.members[k]] = p.op == "stack"
+                               ? absl::StrCat(Access(p.name), ".select(", p.dim, ", ", k, ")")
+                               : absl::StrCat(Access(p.name), ".narrow(", p.dim, ", ", offset, ", ", p.sizes[k], ")");
+      offset += p.sizes[k];
+    }
+  }
+  std::string src = "def original_state_dict(self) -> Dict[str, Tensor]:\n    d: Dict[str, Tensor] = {}\n";
+  for (const std::string& n : layout.original_names) {
+    auto it = view.find(n);
+    absl::StrAppend(&src, "    d[", Quote(n), "] = ", it != view.end() ? it->second : Access(n), "\n");
+  }
+  absl::StrAppend(&src, "    return d\n\n");
+  absl::StrAppend(&src, "def load_original_state_dict(self, sd: Dict[str, Tensor]):\n");
+  absl::StrAppend(&src, "    known: List[str] = [");
+  for (size_t i = 0; i < layout.original_names.size(); ++i) {
+    absl::StrAppend(&src, i ? ", " : "", Quote(layout.original_names[i]));
+  }
+  absl::StrAppend(&src, "]\n    for k in sd.keys():\n"
+                        "        assert k in known, \"load_original_state_dict: unexpected key \" + k\n");
+  for (size_t i = 0; i < layout.original_names.size(); ++i) {
+    const std::string& n = layout.original_names[i];
+    auto it = view.find(n);
+    std::string target = it != view.end() ? it->second : Access(n);
+    absl::StrAppend(&src, "    assert ", Quote(n), " in sd, \"load_original_state_dict: missing key ", n, "\"\n",
+                    "    assert sd[", Quote(n), "].size() == ", ShapeList(layout.original_shapes[i]),
+                    ", \"load_original_state_dict: key ", n, " has the wrong shape\"\n",
+                    "    ", target, ".detach().copy_(sd[", Quote(n), "])\n");
+  }
+  try {
+    module.register_attribute(kParamLayoutAttribute, c10::StringType::get(), layout.ToJson());
+    module.define(src);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("storing stacked parameters: the state_dict methods do not compile: ",
+                                            TorchErrorMessage(e.what())));
+  }
+  return layout;
+}
+
+}  // namespace sentier

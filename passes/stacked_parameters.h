@@ -1,0 +1,70 @@
+// stacked_parameters.h — batched parameters stored batched (sentier_opt --param_layout=stacked).
+//
+// The batching rules stack (or concatenate) the members' parameters inside the graph: every step
+// pays a stack in the forward and a split of the gradients in the backward, and the optimizer
+// updates hundreds of small tensors. StoreStackedParameters moves that work out of the step: an
+// aten::stack / aten::cat of module parameters, each read only there, whose member modules have
+// all their parameters and buffers in such stacks, becomes one parameter holding the stacked
+// values (registered on the members' nearest common ancestor module, e.g. `l1.stacked_weight`),
+// which the graph reads directly; the member modules are removed from the module. The artifact
+// keeps checkpoints interchangeable: the root module gets TorchScript methods
+// `original_state_dict() -> Dict[str, Tensor]` (every original name, stacked members as views of
+// the stacked storage, so they follow training) and `load_original_state_dict(sd)` (strict: every
+// original key, with its shape, and no other), and a string attribute `sentier_param_layout`
+// holding the layout as JSON (ParamLayout::ToJson), which sentier_check and sentier_state read.
+//
+// What changes for a training user: parameters are fewer and larger. Element-wise optimizers
+// (SGD with momentum and weight decay, Adam, AdamW) compute the same updates (tested); optimizers
+// whose update depends on each tensor's norm (LARS, LAMB) or per-parameter groups of the original
+// names see other tensors and differ. `original` stays the default layout for that reason.
+//
+//   auto layout = StoreStackedParameters(module, graph);  // graph: module's optimized forward
+#ifndef SENTIER_PASSES_STACKED_PARAMETERS_H_
+#define SENTIER_PASSES_STACKED_PARAMETERS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+
+#include "absl/status/statusor.h"
+#include "passes/graph_fwd.h"
+
+namespace sentier {
+
+// One stored parameter and the original parameters it holds, in order along `dim`: member k is
+// `select(dim, k)` for a stack and `narrow(dim, offset_k, sizes[k])` for a cat.
+struct StackedParameter {
+  std::string name;                  // qualified, e.g. "l1.stacked_weight"
+  std::string op;                    // "stack" or "cat"
+  int64_t dim = 0;
+  std::vector<std::string> members;  // original qualified names
+  std::vector<int64_t> sizes;        // cat: each member's size along dim
+};
+
+struct ParamLayout {
+  std::vector<StackedParameter> stacked;
+  // Every original state_dict entry (parameters, then buffers, in module order) and its shape.
+  std::vector<std::string> original_names;
+  std::vector<std::vector<int64_t>> original_shapes;
+
+  bool empty() const { return stacked.empty(); }
+  std::string ToJson() const;
+  static absl::StatusOr<ParamLayout> FromJson(const std::string& json);
+};
+
+constexpr char kParamLayoutAttribute[] = "sentier_param_layout";
+
+// StoreStackedParameters: `graph` is `module`'s forward graph (inlined, optimized). Returns the
+// layout (empty when no stack qualified; the module is then unchanged).
+absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module,
+                                                   const std::shared_ptr<torch::jit::Graph>& graph);
+
+// ReadParamLayout: the layout an artifact carries (empty for one in the original layout).
+absl::StatusOr<ParamLayout> ReadParamLayout(const torch::jit::Module& module);
+
+}  // namespace sentier
+
+#endif  // SENTIER_PASSES_STACKED_PARAMETERS_H_
