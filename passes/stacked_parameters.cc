@@ -136,13 +136,14 @@ bool AsCandidate(Node* n, const ModuleObjectMap& objects, Candidate* c) {
   return !c->members.empty() && c->dim <= c->members[0].tensor.dim() - (cat ? 1 : 0);
 }
 
-// The valid TorchScript access path from `self` to a qualified name: attributes, or indexing
-// for container entries named by numbers.
+// The TorchScript access path from `self` to a qualified name: `.name`, or getattr(x, "0") for
+// attribute names that are not identifiers (the entries of ModuleList and Sequential).
 std::string Access(const std::string& qualified) {
   std::string out = "self";
   for (absl::string_view part : absl::StrSplit(qualified, '.')) {
-    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char ch) { return absl::ascii_isdigit(ch); });
-    out += digits ? absl::StrCat("[", part, "]") : absl::StrCat(".", part);
+    bool identifier = !part.empty() && !absl::ascii_isdigit(part[0]) &&
+                      std::all_of(part.begin(), part.end(), [](char ch) { return absl::ascii_isalnum(ch) || ch == '_'; });
+    out = identifier ? absl::StrCat(out, ".", part) : absl::StrCat("getattr(", out, ", \"", part, "\")");
   }
   return out;
 }

@@ -1,0 +1,201 @@
+// stacked_parameters_test.cc — batched parameters stored batched, on the Python-authored towers
+// model (testdata/models, scripted and traced): the stacks leave the graph, the member modules
+// leave the module, the artifact computes what the original computes (outputs and every
+// original parameter's gradient, through the layout), checkpoints are interchangeable both ways
+// and strict, and training with element-wise optimizers (SGD with momentum and weight decay,
+// Adam, AdamW) gives the original model's parameters, compared through original_state_dict().
+#include "passes/stacked_parameters.h"
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "passes/optimizer.h"
+#include "runtime/equivalence_checker.h"
+#include "runtime/model_io.h"
+#include "runtime/torch_settings.h"
+
+namespace sentier {
+namespace {
+
+const bool kTorchSettings = (ApplyTorchSettings(), true);
+
+std::string Corpus(const std::string& rel) {
+  const char* src = std::getenv("TEST_SRCDIR");
+  return absl::StrCat(src ? src : ".", src ? "/sentier/" : "", "testdata/models/torch1.13/", rel);
+}
+
+std::string Tmp(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(t ? t : "/tmp", "/", name);
+}
+
+struct Stacked {
+  std::string path;
+  ParamLayout layout;
+  std::vector<c10::IValue> inputs;
+};
+
+// Optimizes the corpus towers archive with stacked parameters and saves it.
+Stacked MakeStacked(const std::string& kind) {
+  Stacked s;
+  auto model = LoadModel(Corpus("towers/" + kind + ".pt"));
+  EXPECT_TRUE(model.ok()) << model.status();
+  auto inputs = LoadSampleInputsFor(Corpus("towers/inputs.pt"), model->module);
+  EXPECT_TRUE(inputs.ok()) << inputs.status();
+  s.inputs = *inputs;
+  auto rules = LoadRules({DefaultRulesDir()});
+  EXPECT_TRUE(rules.ok()) << rules.status();
+  std::vector<c10::IValue> samples = {model->module._ivalue()};
+  samples.insert(samples.end(), s.inputs.begin(), s.inputs.end());
+  OptimizeOptions opts;
+  opts.self = model->module._ivalue();
+  opts.sample_inputs = &samples;
+  opts.stacked_parameters = true;
+  auto report = OptimizeGraph(model->graph, **rules, opts);
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (!report.ok()) return s;
+  s.layout = report->param_layout;
+  s.path = Tmp(kind + ".stacked.pt");
+  EXPECT_TRUE(SaveModel(*model, s.path).ok());
+  return s;
+}
+
+class StackedParametersTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StackedParametersTest, StacksLeaveTheGraphAndTheArtifactIsEquivalent) {
+  Stacked s = MakeStacked(GetParam());
+  ASSERT_FALSE(s.path.empty());
+  // Six stored parameters (two linears' weights and biases, the layer_norms' affine), 64 members each.
+  ASSERT_EQ(s.layout.stacked.size(), 6u);
+  for (const StackedParameter& p : s.layout.stacked) EXPECT_EQ(p.members.size(), 64u) << p.name;
+  EXPECT_EQ(s.layout.stacked[0].name, "l1.stacked_weight");
+  EXPECT_EQ(s.layout.stacked[0].members[3], "l1.3.weight");
+  torch::jit::Module artifact = torch::jit::load(s.path);
+  torch::jit::Module original = torch::jit::load(Corpus("towers/" + GetParam() + ".pt"));
+  int64_t params = 0;
+  for (const auto& p : artifact.named_parameters()) {
+    (void)p;
+    ++params;
+  }
+  EXPECT_EQ(params, 6);  // 384 before
+  // No stack of parameters is left in the forward.
+  for (const torch::jit::Node* n : artifact.get_method("forward").graph()->nodes()) {
+    if (n->kind() != c10::aten::stack) continue;
+    for (const torch::jit::Value* v : n->input(0)->node()->inputs()) {
+      EXPECT_NE(v->node()->kind(), c10::prim::GetAttr) << "a stack of parameters remains";
+    }
+  }
+  auto layout = ReadParamLayout(artifact);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->ToJson(), s.layout.ToJson());
+  CheckOptions check;
+  check.trials = 2;
+  auto r = EquivalenceChecker(check).Check(original, artifact, s.inputs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->equivalent) << r->first_failure;
+  int64_t param_grads = 0;
+  for (const CheckFinding& f : r->findings) param_grads += f.trial == "samples" && f.what.rfind("grad of param l1.", 0) == 0;
+  EXPECT_EQ(param_grads, 128);  // l1.<i>.weight and .bias, by their original names
+}
+
+TEST_P(StackedParametersTest, CheckpointsAreInterchangeableAndStrict) {
+  Stacked s = MakeStacked(GetParam());
+  ASSERT_FALSE(s.path.empty());
+  torch::jit::Module artifact = torch::jit::load(s.path);
+  torch::jit::Module original = torch::jit::load(Corpus("towers/" + GetParam() + ".pt"));
+  c10::Dict<std::string, at::Tensor> want;
+  for (const auto& p : original.named_parameters()) want.insert(p.name, p.value);
+  for (const auto& b : original.named_buffers()) want.insert(b.name, b.value);
+  auto got = artifact.run_method("original_state_dict").toGenericDict();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& kv : want) {
+    ASSERT_TRUE(got.contains(kv.key())) << kv.key();
+    EXPECT_TRUE(at::equal(got.at(kv.key()).toTensor(), kv.value())) << kv.key();
+  }
+  // Loading a changed checkpoint moves the stored parameters, and the views follow them.
+  c10::Dict<std::string, at::Tensor> changed;
+  for (const auto& kv : want) changed.insert(kv.key(), kv.value() + 1.0);
+  artifact.run_method("load_original_state_dict", changed);
+  auto after = artifact.run_method("original_state_dict").toGenericDict();
+  EXPECT_TRUE(at::equal(after.at("l1.5.weight").toTensor(), want.at("l1.5.weight") + 1.0));
+  EXPECT_TRUE(at::equal(artifact.attr("l1").toModule().attr("stacked_weight").toTensor()[5],
+                        want.at("l1.5.weight") + 1.0));
+  // Strict: a missing key, a wrong shape and an unexpected key are errors naming the key.
+  auto expect_error = [&](c10::Dict<std::string, at::Tensor> sd, const std::string& needle) {
+    try {
+      artifact.run_method("load_original_state_dict", sd);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  c10::Dict<std::string, at::Tensor> missing = want.copy();
+  missing.erase("l2.7.bias");
+  expect_error(missing, "missing key l2.7.bias");
+  c10::Dict<std::string, at::Tensor> shape = want.copy();
+  shape.insert_or_assign("ln.1.weight", at::zeros({3}));
+  expect_error(shape, "key ln.1.weight has the wrong shape");
+  c10::Dict<std::string, at::Tensor> extra = want.copy();
+  extra.insert("l9.0.weight", at::zeros({1}));
+  expect_error(extra, "unexpected key l9.0.weight");
+}
+
+// Trains the original and the artifact from the same state with the same optimizer; every
+// original parameter must end where the original's did.
+void TrainAndCompare(const Stacked& s, const std::string& kind,
+                     const std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>& make,
+                     const std::string& what) {
+  torch::jit::Module original = torch::jit::load(Corpus("towers/" + kind + ".pt"));
+  torch::jit::Module artifact = torch::jit::load(s.path);
+  auto params = [](torch::jit::Module& m) {
+    std::vector<at::Tensor> out;
+    for (at::Tensor p : m.parameters()) {
+      p.requires_grad_(true);
+      out.push_back(p);
+    }
+    return out;
+  };
+  auto opt_o = make(params(original));
+  auto opt_a = make(params(artifact));
+  for (int step = 0; step < 5; ++step) {
+    for (auto [m, opt] : {std::make_pair(&original, opt_o.get()), std::make_pair(&artifact, opt_a.get())}) {
+      opt->zero_grad();
+      at::Tensor out = m->forward(s.inputs).toTensor();
+      (out * out).mean().backward();
+      opt->step();
+    }
+  }
+  auto got = artifact.run_method("original_state_dict").toGenericDict();
+  double worst = 0.0;
+  for (const auto& p : original.named_parameters()) {
+    at::Tensor a = got.at(p.name).toTensor();
+    worst = std::max(worst, (a - p.value).abs().max().item<double>());
+  }
+  EXPECT_LT(worst, 1e-5) << what;
+}
+
+TEST_P(StackedParametersTest, ElementWiseOptimizersTrainTheSameParameters) {
+  Stacked s = MakeStacked(GetParam());
+  ASSERT_FALSE(s.path.empty());
+  TrainAndCompare(s, GetParam(), [](std::vector<at::Tensor> p) {
+    return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3));
+  }, "SGD, momentum 0.9, weight decay 1e-3");
+  TrainAndCompare(s, GetParam(), [](std::vector<at::Tensor> p) {
+    return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01));
+  }, "Adam");
+  TrainAndCompare(s, GetParam(), [](std::vector<at::Tensor> p) {
+    return std::make_unique<torch::optim::AdamW>(p, torch::optim::AdamWOptions(0.01).weight_decay(0.01));
+  }, "AdamW");
+}
+
+INSTANTIATE_TEST_SUITE_P(Towers, StackedParametersTest, ::testing::Values("scripted", "traced"));
+
+}  // namespace
+}  // namespace sentier
