@@ -141,23 +141,22 @@ absl::Status SaveModel(const Model& model, const std::string& path) {
   return WriteFileAtomically(path, bytes);
 }
 
-namespace {
-
-// The pickled value of a sample-inputs file.
-absl::StatusOr<c10::IValue> LoadPickled(const std::string& path) {
+absl::StatusOr<c10::IValue> LoadPickledValue(const std::string& path, const std::string& what) {
   absl::Status readable = CheckReadableFile(path);
   if (!readable.ok()) return readable;
-  auto data = ReadCheckedArchive(path, "cannot read sample inputs");
+  std::string prefix = absl::StrCat("cannot read ", what);
+  auto data = ReadCheckedArchive(path, prefix.c_str());
   if (!data.ok()) return data.status();
   try {
     std::vector<char> bytes(data->begin(), data->end());
     return torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read sample inputs '", path, "': ", FirstLine(e.what())));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, " '", path, "': ", FirstLine(e.what())));
   }
 }
 
+namespace {
+absl::StatusOr<c10::IValue> LoadPickled(const std::string& path) { return LoadPickledValue(path, "sample inputs"); }
 }  // namespace
 
 absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path) {

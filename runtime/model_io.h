@@ -48,6 +48,10 @@ absl::Status SaveModel(const Model& model, const std::string& path);
 // tensor is taken as a 1-tuple.
 absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& path);
 
+// LoadPickledValue: the value a file written by Python's torch.save or C++ pickle_save holds (a
+// state_dict, say), after the archive check; errors start "cannot read <what> '<path>'".
+absl::StatusOr<c10::IValue> LoadPickledValue(const std::string& path, const std::string& what);
+
 // LoadSampleInputsFor: LoadSampleInputs, then rebuilt with the static types `module`'s forward
 // declares (typed lists and dicts, tuples, defaults for missing trailing arguments: see
 // passes/sample_inputs.h). A single value that is not a tensor (a list, a dict) is the forward's

@@ -107,6 +107,28 @@ for planted in detach_weight halve_bias_gradient stack_detached_weights; do
     --output="$T/ft_gate.pt" --inputs="$T/ft_in.pt" --rules="$PLANTED/$planted.rules" --cost=measure --device=cpu
 done
 [[ ! -e "$T/ft_gate.pt" ]] || { echo "FAIL the gate wrote an output for a planted rule"; fails=$((fails + 1)); }
+# Stacked parameters (--param_layout=stacked) on the Python-authored towers model: the artifact
+# is equivalent (gradients compared under the original names), and sentier_state converts its
+# checkpoints to the original names and back, strictly.
+STATE="$RUN/tools/sentier_state"
+TW="$RUN/testdata/models/torch1.13/towers"
+check stacked 0 "aten ops per forward 322 -> 16" -- "$OPT" --input="$TW/scripted.pt" --output="$T/tw_stacked.pt" \
+  --inputs="$TW/inputs.pt" --param_layout=stacked --report="$T/tw_stacked.json"
+grep -q '"name": "l1.stacked_weight"' "$T/tw_stacked.json" || { echo "FAIL stacked report"; fails=$((fails + 1)); }
+"$RUN/tools/check_report" --schema="$RUN/runtime/report_schema.json" "$T/tw_stacked.json" || { echo "FAIL stacked report schema"; fails=$((fails + 1)); }
+check check_stacked 0 "^sentier_check: equivalent" -- "$CHECK" --reference="$TW/scripted.pt" \
+  --candidate="$T/tw_stacked.pt" --inputs="$TW/inputs.pt" --device=cpu --trials=1
+check state_export 0 "6 tensors" -- "$STATE" --artifact="$T/tw_stacked.pt" --export --out="$T/sd_stacked.pt"
+check state_to_original 0 "384 tensors \(original names\)" -- "$STATE" --artifact="$T/tw_stacked.pt" \
+  --to_original --in="$T/sd_stacked.pt" --out="$T/sd_original.pt"
+check state_from_original 0 "6 tensors" -- "$STATE" --artifact="$T/tw_stacked.pt" \
+  --from_original --in="$T/sd_original.pt" --out="$T/sd_back.pt"
+cmp -s "$T/sd_stacked.pt" "$T/sd_back.pt" || { echo "FAIL checkpoint round trip changed bytes"; fails=$((fails + 1)); }
+check state_strict 2 "unexpected key l1.stacked_weight|missing key" -- "$STATE" --artifact="$T/tw_stacked.pt" \
+  --from_original --in="$T/sd_stacked.pt" --out="$T/sd_bad.pt"
+[[ ! -e "$T/sd_bad.pt" ]] || { echo "FAIL sentier_state wrote a bad checkpoint"; fails=$((fails + 1)); }
+check state_not_stacked 2 "stores no stacked parameters" -- "$STATE" --artifact="$TW/scripted.pt" --export --out="$T/x.pt"
+check bad_layout 2 "--param_layout must be original or stacked" -- "$OPT" --input="$TW/scripted.pt" --output="$T/x.pt" --param_layout=flat
 check check_bad_inputs 2 "random\.pt.*not a well-formed archive" -- \
   "$CHECK" --reference="$T/model.pt" --candidate="$T/opt.pt" --inputs="$T/random.pt" --device=cpu
 check check_missing_candidate 2 "nope\.pt" -- \
