@@ -49,7 +49,13 @@ int Fail(int code, const std::string& msg) {
 
 absl::StatusOr<c10::Dict<std::string, at::Tensor>> ReadCheckpoint(const std::string& path) {
   auto raw = sentier::LoadPickledValue(path, "checkpoint");
-  if (!raw.ok()) return raw.status();
+  if (!raw.ok()) {
+    // Python's state_dict() is an OrderedDict carrying a _metadata attribute, which LibTorch's
+    // unpickler cannot rebuild; a plain dict of the same tensors reads.
+    return absl::InvalidArgumentError(absl::StrCat(
+        raw.status().message(), " (a checkpoint of Python's model.state_dict() must be saved as a plain dict: "
+        "torch.save(dict(model.state_dict()), path))"));
+  }
   if (!raw->isGenericDict()) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a dict of tensors (a state_dict)"));
   }
