@@ -5,9 +5,10 @@
 //   sentier_state --artifact=A.pt --from_original --in=original_sd.pt --out=stacked_sd.pt
 //   sentier_state --artifact=A.pt --export --out=sd.pt     (the artifact's own state_dict)
 //
-// Checkpoints are Dict[str, Tensor] files as Python's torch.save(model.state_dict()) writes
-// them (or C++ torch::pickle_save); the output is written with torch::pickle_save (torch.load
-// reads it), atomically. --to_original takes a state_dict of the artifact's own parameters and
+// Checkpoints are Dict[str, Tensor] files: Python's torch.save(dict(model.state_dict()), f) (a
+// plain dict: LibTorch's reader cannot rebuild the OrderedDict with _metadata that state_dict()
+// returns) or C++ torch::jit::pickle_save; the output is written with torch::jit::pickle_save
+// (torch.load reads it), atomically. --to_original takes a state_dict of the artifact's own parameters and
 // buffers (every one, by the artifact's names) and writes the original names; --from_original
 // takes the original's state_dict (strict: every original key with its shape, no other) and
 // writes the artifact's. The artifact's own methods do the mapping (load_original_state_dict,
