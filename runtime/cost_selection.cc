@@ -32,6 +32,7 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   with_self.insert(with_self.end(), samples.begin(), samples.end());
   OptimizeOptions opts;
   opts.sample_inputs = &with_self;
+  opts.stacked_parameters = options.stacked_parameters;
   auto report = OptimizeGraph(model->graph, rules, opts);
   if (!report.ok()) return report.status();
   CheckOptions check;

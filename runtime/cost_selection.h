@@ -42,6 +42,8 @@ struct CostOptions {
   bool verify_each = true;      // check every measured set for equivalence (else only time
                                 // them; the caller must then validate the final artifact)
   VerdictMargins margins;       // speed and peak-memory margins (runtime/verdict.h)
+  bool stacked_parameters = false;  // measure artifacts with stacked parameters (the layout
+                                    // that will be published)
 };
 
 struct CostSelection {

@@ -5,9 +5,12 @@
 //            [--once] [--workers=1] [--device=auto|cpu|cuda] [--mode=inference|training|both]
 //            [--job_timeout_s=600] [--metrics_port=0] [--shard=i/n] [--max_model_bytes=N]
 //            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=0.01]
+//            [--param_layout=original|stacked]
 //
 // Registry (read-only): REG/<model>/<version>/{model.pt,inputs.pt}; see
-// runtime/daemon/registry_watcher.h for names, settling and refusals.
+// runtime/daemon/registry_watcher.h for names, settling and refusals. An optional
+// REG/<model>/sentier.json sets per-model options over the flags: {"param_layout": "stacked"}
+// (or "original"); any other key or value rejects the model's versions with the reason.
 // Output: OUT/<model>/<version>/{model.pt,report.json} (no model.pt when rejected),
 // OUT/.sentierd/state.json (progress), OUT/.sentierd/rules-<fp>/ (snapshots of the good rule
 // sets the jobs load), OUT/LOCK (flock; one daemon per OUT), OUT/.tmp-* (staging; removed at
@@ -17,7 +20,7 @@
 //   0  --once pass completed (whatever the outcomes), or stopped by SIGTERM/SIGINT
 //   1  internal error
 //   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--mode/--device/
-//      --select_rules/--workers/--poll_interval_ms, --device=cuda on a build without CUDA, or
+//      --select_rules/--param_layout/--workers/--poll_interval_ms, --device=cuda on a build without CUDA, or
 //      the rule set fails to load at start-up (there is no previous good rule set)
 //   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd")
 //   4  registry unreadable ("registry unreadable: cannot read '<REG>': ...") or output
@@ -42,7 +45,7 @@
 // Job reasons (report.json "reason"): "load failure: …" (names the file), "validation failure
 // on sample_inputs|random_inputs (outputs|outputs and gradients): …", "optimizer error: …",
 // "crash: …", "job process crashed …", "timed out after N s", "rule selection failed: …",
-// "refused: …"; unchanged (original published): "No rule applied …", "No set of rules made the
+// "refused: …", "bad sentier.json: …"; unchanged (original published): "No rule applied …", "No set of rules made the
 // model faster on cuda[ within the peak-memory bound] …", "The optimized model was not faster on
 // the GPU …", "The optimized model needed more peak GPU memory …".
 // At the end of --once, one line per model on stdout:
@@ -111,6 +114,9 @@ DEFINE_string(mode, "both", "validation mode: inference|training|both");
 DEFINE_string(select_rules, "auto",
               "auto|on|off: before optimizing, keep only the rules that make a step faster on the "
               "device within --memory_margin (timed ablation); auto = on with cuda");
+DEFINE_string(param_layout, "original",
+              "original|stacked: how published artifacts store the parameters the batching rules "
+              "stack (see sentier_opt --param_layout); REG/<model>/sentier.json overrides it");
 DEFINE_double(memory_margin, 0.01,
               "on cuda: an optimized model whose timed step needs more peak memory than the "
               "original's by more than this fraction is not published (negative: not weighed)");
@@ -415,7 +421,8 @@ void Daemon::Dispatch(Job job) {
       absl::StrCat("--job_stage=", *stage), absl::StrCat("--job_rules=", rules_->dir()),
       absl::StrCat("--mode=", FLAGS_mode), absl::StrCat("--job_device=", ResolvedDevice()),
       absl::StrCat("--memory_margin=", FLAGS_memory_margin),
-      absl::StrCat("--select_rules=", SelectRules() ? "on" : "off")};
+      absl::StrCat("--select_rules=", SelectRules() ? "on" : "off"),
+      absl::StrCat("--param_layout=", FLAGS_param_layout)};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -596,6 +603,9 @@ int Daemon::Run() {
   if (FLAGS_mode != "inference" && FLAGS_mode != "training" && FLAGS_mode != "both") {
     return Fail(kBadFlags, absl::StrCat("--mode='", FLAGS_mode,
                                         "' must be inference, training or both"));
+  }
+  if (FLAGS_param_layout != "original" && FLAGS_param_layout != "stacked") {
+    return Fail(kBadFlags, absl::StrCat("--param_layout='", FLAGS_param_layout, "' must be original or stacked"));
   }
   if (FLAGS_select_rules != "auto" && FLAGS_select_rules != "on" && FLAGS_select_rules != "off") {
     return Fail(kBadFlags, absl::StrCat("--select_rules='", FLAGS_select_rules, "' must be auto, on or off"));
@@ -860,6 +870,7 @@ int main(int argc, char** argv) {
     spec.device = FLAGS_job_device;
     spec.memory_margin = FLAGS_memory_margin;
     spec.select_rules = FLAGS_select_rules == "on";
+    spec.param_layout = FLAGS_param_layout;
     spec.mode = FLAGS_mode;
     return sentier::RunOptimizeJob(spec);
   }

@@ -149,6 +149,28 @@ int RunOptimizeJob(const JobSpec& spec) {
       }
     }
     j["device"] = device;
+    // Per-model options: REG/<model>/sentier.json over the daemon's flags.
+    std::string param_layout = spec.param_layout;
+    const std::string config_path = spec.source_dir + "/../sentier.json";
+    if (std::filesystem::exists(config_path)) {
+      auto text = ReadFile(config_path);
+      if (!text.ok()) return reject(absl::StrCat("bad sentier.json: ", text.status().message()));
+      try {
+        nlohmann::json config = nlohmann::json::parse(*text);
+        if (!config.is_object()) throw std::runtime_error("not a JSON object");
+        for (auto it = config.begin(); it != config.end(); ++it) {
+          if (it.key() != "param_layout") throw std::runtime_error(absl::StrCat("unknown key '", it.key(), "' (known: param_layout)"));
+          if (!it.value().is_string() || (it.value() != "original" && it.value() != "stacked")) {
+            throw std::runtime_error(absl::StrCat("param_layout must be \"original\" or \"stacked\", not ", it.value().dump()));
+          }
+          param_layout = it.value().get<std::string>();
+        }
+      } catch (const std::exception& e) {
+        return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", e.what()));
+      }
+    }
+    j["param_layout"] = param_layout;
+    const bool stacked = param_layout == "stacked";
     const bool timed = device == "cuda";
     VerdictMargins margins;
     margins.memory = spec.memory_margin;
@@ -163,6 +185,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       cost.inference_too = spec.mode == "both";
       cost.verify_each = false;  // the artifact is validated below
       cost.margins = margins;
+      cost.stacked_parameters = stacked;
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
@@ -179,9 +202,15 @@ int RunOptimizeJob(const JobSpec& spec) {
     }
     OptimizeOptions opts;
     opts.sample_inputs = &samples;
+    opts.stacked_parameters = stacked;
+    // The aten ops of the original are counted above, before the module can change (stacked
+    // parameters move out of their modules).
     auto report = OptimizeGraph(model->graph, *use, opts);
     if (!report.ok()) return reject(absl::StrCat("optimizer error: ", report.status().message()));
     AddOptimization(*report, &j);
+    if (!report->param_layout.empty()) {
+      j["stacked_parameters"] = nlohmann::json::parse(report->param_layout.ToJson())["stacked"];
+    }
     timings["optimize"] = report->optimize_ms;
     int64_t total = j["rewrites"].get<int64_t>();
     const std::string out_path = spec.stage_dir + "/model.pt";

@@ -34,6 +34,8 @@ struct JobSpec {
   // forward with mode "both", or the forward with "inference"). When no set pays, the artifact
   // is the original (status unchanged, the reason says so). sentierd turns it on with CUDA.
   bool select_rules = false;
+  // "original" or "stacked" (passes/stacked_parameters.h); REG/<model>/sentier.json overrides.
+  std::string param_layout = "original";
 };
 
 // kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or
