@@ -24,7 +24,8 @@
 // DIR/<model>/{original.pt,optimized.pt,inputs.pt,forward.py,meta.txt} for the Python comparison),
 // --jit_optimize (leave the TorchScript graph executor's optimizations on; off by default, as in
 // sentier_check, because LibTorch 1.13's profiling executor asserts on graphs with aten::stack),
-// --gate=auto|on|off (the never-slower gate of sentierd: keep only rules that make the training
+// --param_layout=original|stacked (store the parameters the batching rules stack as stacked
+// parameters; passes/stacked_parameters.h), --gate=auto|on|off (the never-slower gate of sentierd: keep only rules that make the training
 // step + forward faster at the bench batch, and the original when nothing pays; auto = on with
 // CUDA). Each model's decision is printed and goes in the summary's "gate" column.
 #include <algorithm>
@@ -75,6 +76,7 @@ struct Flags {
   std::string export_dir;
   bool jit_optimize = false;
   std::string gate = "auto";  // auto (on with CUDA), on, off
+  std::string param_layout = "original";  // original | stacked (passes/stacked_parameters.h)
 };
 
 // One measured variant (last benchmark run of it).
@@ -287,6 +289,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
     cost.training = true;
     cost.inference_too = true;
     cost.verify_each = false;  // the final artifact is checked below
+    cost.stacked_parameters = flags.param_layout == "stacked";
     auto sel = SelectRulesByMeasurement(orig_path, bm.inputs(p->batch), rules, cost);
     p->gate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
     if (!sel.ok()) throw std::runtime_error(std::string(sel.status().message()));
@@ -304,6 +307,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
   }
   OptimizeOptions opts;
   opts.sample_inputs = &samples;
+  opts.stacked_parameters = flags.param_layout == "stacked";
   auto report = OptimizeGraph(model->graph, *use, opts);
   if (!report.ok()) throw std::runtime_error(std::string(report.status().message()));
   absl::Status saved = SaveModel(*model, opt_path);
@@ -418,6 +422,8 @@ Flags ParseFlags(int* argc, char** argv) {
       f.jit_optimize = true;
     } else if (value("--device=", &v)) {
       f.device = v;
+    } else if (value("--param_layout=", &v)) {
+      f.param_layout = v;
     } else if (value("--batch=", &v)) {
       f.batch = std::atoll(v.c_str());
     } else if (value("--models=", &v)) {
@@ -456,6 +462,10 @@ int main(int argc, char** argv) {
   sentier::ApplyTorchSettings();
   // --jit_optimize: the bench's explicit exception to runtime/torch_settings.h.
   if (flags.jit_optimize) torch::jit::setGraphExecutorOptimize(true);
+  if (flags.param_layout != "original" && flags.param_layout != "stacked") {
+    std::fprintf(stderr, "--param_layout must be original or stacked\n");
+    return 2;
+  }
   if (flags.gate != "auto" && flags.gate != "on" && flags.gate != "off") {
     std::fprintf(stderr, "--gate must be auto, on or off\n");
     return 2;

@@ -60,8 +60,8 @@ void MapPlaces(const ObjectPtr& obj, const Obj* parent, const std::string& attr,
   }
 }
 
-// Names some method of `type` reads with prim::GetAttr.
-absl::flat_hash_set<std::string> NamesReadByMethods(const c10::ClassTypePtr& type) {
+// Names some method of `type` (other than `except`) reads with prim::GetAttr.
+absl::flat_hash_set<std::string> NamesReadByMethods(const c10::ClassTypePtr& type, const std::string& except = "") {
   absl::flat_hash_set<std::string> names;
   std::function<void(Block*)> walk = [&](Block* b) {
     for (Node* n : b->nodes()) {
@@ -70,7 +70,7 @@ absl::flat_hash_set<std::string> NamesReadByMethods(const c10::ClassTypePtr& typ
     }
   };
   for (torch::jit::Function* fn : type->methods()) {
-    if (fn->isGraphFunction()) walk(torch::jit::toGraphFunction(*fn).graph()->block());
+    if (fn->isGraphFunction() && fn->name() != except) walk(torch::jit::toGraphFunction(*fn).graph()->block());
   }
   return names;
 }
@@ -224,12 +224,19 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
   // A member module can go when all its state is in accepted candidates and nothing else reads
   // it; a candidate is accepted when all its member modules can go. Iterated to a fixpoint.
   absl::flat_hash_map<const Obj*, int64_t> reads;  // graph nodes reading each module object
+  absl::flat_hash_map<std::string, int64_t> root_reads;  // GetAttr nodes per root attribute
   for (Node* n : graph->nodes()) {
     for (Value* in : n->inputs()) {
       auto it = objects.find(in);
       if (it != objects.end()) ++reads[it->second.get()];
+      if (it != objects.end() && it->second.get() == root.get() && n->kind() == c10::prim::GetAttr) {
+        ++root_reads[n->s(c10::attr::name)];
+      }
     }
   }
+  // The root's own parameters (models whose forward reads self.w0, self.w1, ...) go one by one:
+  // the root's class is its own, and the graph being rewritten is its forward.
+  const absl::flat_hash_set<std::string> root_method_reads = NamesReadByMethods(root->type(), "forward");
   std::vector<bool> accepted(candidates.size(), true);
   bool changed = true;
   while (changed) {
@@ -245,9 +252,14 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
       for (const Member& m : candidates[i].members) {
         const Obj* mod = m.module;
         auto place = places.find(mod);
-        if (place == places.end() || place->second.parent == nullptr) {
-          ok = false;  // the root's own parameters stay
+        if (place == places.end()) {
+          ok = false;
           break;
+        }
+        if (place->second.parent == nullptr) {  // a parameter of the root itself
+          ok = root_reads[m.attr] == 1 && !root_method_reads.contains(m.attr);
+          if (!ok) break;
+          continue;
         }
         std::vector<std::string> state = StateNames(*mod);
         const std::set<std::string>& used = consumed[mod];
@@ -266,6 +278,7 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
   }
 
   absl::flat_hash_set<const Obj*> removed;
+  std::vector<std::string> removed_root_params;
   absl::flat_hash_map<const Obj*, absl::flat_hash_set<std::string>> new_names;
   try {
     for (size_t i = 0; i < candidates.size(); ++i) {
@@ -334,7 +347,13 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
       Node* read = graph->insertNode(graph->createGetAttr(holder_value, name));
       read->output()->setType(c10::TensorType::get());
       c.node->output()->replaceAllUsesWith(read->output());
-      for (const Member& m : c.members) removed.insert(m.module);
+      for (const Member& m : c.members) {
+        if (m.module == root.get()) {
+          removed_root_params.push_back(m.attr);
+        } else {
+          removed.insert(m.module);
+        }
+      }
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("storing stacked parameters failed: ", TorchErrorMessage(e.what())));
@@ -348,6 +367,18 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
       return absl::InternalError(absl::StrCat("storing stacked parameters: module '", places[o.get()].path,
                                               "' is still read after its parameters moved"));
     }
+  }
+  for (Node* n : graph->nodes()) {
+    if (n->kind() == c10::prim::GetAttr && n->input() == graph->inputs()[0] &&
+        std::find(removed_root_params.begin(), removed_root_params.end(), n->s(c10::attr::name)) !=
+            removed_root_params.end()) {
+      return absl::InternalError(absl::StrCat("storing stacked parameters: '", n->s(c10::attr::name),
+                                              "' is still read after it moved"));
+    }
+  }
+  for (const std::string& attr : removed_root_params) {
+    root->unsafeRemoveAttr(attr);
+    root->type()->unsafeRemoveAttribute(attr);
   }
   for (const Obj* m : removed) {
     Obj* parent = const_cast<Obj*>(places[m].parent);

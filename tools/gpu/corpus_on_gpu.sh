@@ -4,6 +4,7 @@
 # (tools/gpu/train_client.py) that loads, trains and times every published artifact.
 #
 #   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
+#                              [--param_layout=original|stacked]
 #
 # The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU),
 # with sample inputs at --batch drawn by make_corpus.py --inputs_only (the GPU machine's torch).
@@ -15,12 +16,14 @@ batch=4096
 archives=torch2.11
 models=""
 client=1
+layout=original
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
     --archives=*) archives="${a#--archives=}" ;;
     --models=*) models="${a#--models=}" ;;
     --no_client) client=0 ;;
+    --param_layout=*) layout="${a#--param_layout=}" ;;
     *) echo "corpus_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +44,7 @@ done
 echo "registry: $(ls "$work/reg" | wc -l) models at batch $batch ($archives archives)"
 start=$(date +%s)
 SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
-  --output="$work/out" --device=cuda --workers=1 --rules="$PWD/patterns" \
+  --output="$work/out" --device=cuda --workers=1 --rules="$PWD/patterns" --param_layout="$layout" \
   >"$out/corpus-sentierd.log" 2>&1
 rc=$?
 echo "sentierd --device=cuda: exit $rc in $(( $(date +%s) - start )) s"

@@ -158,11 +158,26 @@ def main():
             so = {k: v for k, v in orig.state_dict().items()}
             sp = {k: v for k, v in pub.state_dict().items()}
             row["same_state_dict"] = so.keys() == sp.keys() and all(torch.equal(so[k], sp[k]) for k in so)
+            stacked = hasattr(pub, "original_state_dict")
+            if stacked:
+                # Stacked parameters: the original names come from the artifact's own method.
+                sp = pub.original_state_dict()
+                row["same_state_dict"] = sorted(sp) == sorted(so) and all(torch.equal(so[k], sp[k]) for k in so)
             lo = train(orig, args, a.steps)
             lp = train(pub, args, a.steps)
             ok = all(abs(x - y) <= 1e-4 + 2e-3 * abs(x) for x, y in zip(lo, lp))
             row["losses"] = {"original": [lo[0], lo[-1]], "published": [lp[0], lp[-1]], "match": ok}
-            if not ok:
+            if stacked:
+                # After training, the original's parameters and the artifact's views of its
+                # stacked ones must agree; and a checkpoint of the original loads into it.
+                sp = pub.original_state_dict()
+                worst = max(float((sp[k].float() - v.float()).abs().max()) for k, v in orig.state_dict().items())
+                row["trained_state_max_diff"] = worst
+                pub.load_original_state_dict(dict(orig.state_dict()))
+                ok = ok and worst <= 1e-3
+                if not ok:
+                    bad += 1
+            if not ok and not stacked:
                 bad += 1
             # Fresh copies for timing (training moved the weights).
             orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
