@@ -215,7 +215,8 @@ class Gen {
     if (k < 66) return Linear();
     if (k < 71) return LayerNorm();
     if (k < 83) return UnaryGroup();
-    if (k < 96) return BinaryGroup();
+    if (k < 92) return BinaryGroup();
+    if (k < 96) return Fused();
     return Inplace();
   }
 
@@ -703,6 +704,66 @@ class Gen {
       std::string y = Fresh();
       Emit(y + " : Tensor", absl::StrCat("aten::", op, "(", args, ")"));
       Add(y, pool_[x].shape, false);
+    }
+  }
+
+  // Spelled-out forms of ops LibTorch also has fused: a + b * c, a highway gate's mix
+  // g * x + (1 - g) * y, bmm(a, b) + bias, mm(a, b) + bias; sometimes with the operands in an
+  // order the fused rules do not match.
+  void Fused() {
+    std::string one = Int(1);
+    std::string y = Fresh();
+    switch (R(0, 3)) {
+      case 0: {  // a + b * c (c sometimes a broadcast parameter)
+        int a = PickAny();
+        Shape s = pool_[a].shape;
+        int b = SameShape(a);
+        std::string c = P(0.3) ? Param({s.back()}) : Use(SameShape(a));
+        std::string m = Fresh();
+        Emit(m + " : Tensor", absl::StrCat("aten::mul(", Use(b), ", ", c, ")"));
+        Emit(y + " : Tensor", P(0.5) ? absl::StrCat("aten::add(", Use(a), ", ", m, ", ", one, ")")
+                                    : absl::StrCat("aten::add(", m, ", ", Use(a), ", ", one, ")"));
+        Add(y, s, false);
+        return;
+      }
+      case 1: {  // g * x + (1 - g) * y with g = sigmoid(z)
+        int x = PickAny();
+        Shape s = pool_[x].shape;
+        int other = SameShape(x);
+        std::string g = Fresh(), gx = Fresh(), h = Fresh(), hy = Fresh();
+        Emit(g + " : Tensor", absl::StrCat("aten::sigmoid(", Use(SameShape(x)), ")"));
+        bool swapped = P(0.2);  // x * g: not the rule's spelling
+        Emit(gx + " : Tensor", swapped ? absl::StrCat("aten::mul(", Use(x), ", ", g, ")")
+                                       : absl::StrCat("aten::mul(", g, ", ", Use(x), ")"));
+        Emit(h + " : Tensor", absl::StrCat("aten::rsub(", g, ", ", one, ", ", one, ")"));
+        Emit(hy + " : Tensor", absl::StrCat("aten::mul(", h, ", ", Use(other), ")"));
+        Emit(y + " : Tensor", absl::StrCat("aten::add(", gx, ", ", hy, ", ", one, ")"));
+        Add(y, s, false);
+        return;
+      }
+      case 2: {  // bmm(a, b) + bias; a and b follow the batch
+        int64_t bsz = R(2, 4), n = R(1, 5), k = R(1, 6), m = R(1, 6);
+        std::string a = Use(NewInput({bsz, n, k})), b = Use(NewInput({bsz, k, m}));
+        std::string c = P(0.6) ? Param({m}) : Param({n, m});
+        std::string p = Fresh();
+        Emit(p + " : Tensor", absl::StrCat("aten::bmm(", a, ", ", b, ")"));
+        Emit(y + " : Tensor", absl::StrCat("aten::add(", p, ", ", c, ", ", one, ")"));
+        Add(y, {bsz, n, m}, false);
+        return;
+      }
+      default: {  // mm(a, w) + bias
+        int a = Pick([](const Shape& s) { return s.size() == 2 && s.back() <= 8; }, 2);
+        Shape s = pool_[a].shape;
+        int64_t m = R(1, 6);
+        std::string w = Param({s.back(), m});
+        std::string c = P(0.7) ? Param({m}) : Param({1, m});
+        std::string p = Fresh();
+        Emit(p + " : Tensor", absl::StrCat("aten::mm(", Use(a), ", ", w, ")"));
+        Emit(y + " : Tensor", P(0.7) ? absl::StrCat("aten::add(", p, ", ", c, ", ", one, ")")
+                                    : absl::StrCat("aten::add(", c, ", ", p, ", ", one, ")"));
+        Add(y, {s[0], m}, false);
+        return;
+      }
     }
   }
 
