@@ -735,7 +735,13 @@ class Gen {
         bool swapped = P(0.2);  // x * g: not the rule's spelling
         Emit(gx + " : Tensor", swapped ? absl::StrCat("aten::mul(", Use(x), ", ", g, ")")
                                        : absl::StrCat("aten::mul(", g, ", ", Use(x), ")"));
-        Emit(h + " : Tensor", absl::StrCat("aten::rsub(", g, ", ", one, ", ", one, ")"));
+        if (P(0.3)) {  // 1 - g as scripted models spell it: neg(g) + 1
+          std::string n = Fresh();
+          Emit(n + " : Tensor", absl::StrCat("aten::neg(", g, ")"));
+          Emit(h + " : Tensor", absl::StrCat("aten::add(", n, ", ", one, ", ", one, ")"));
+        } else {
+          Emit(h + " : Tensor", absl::StrCat("aten::rsub(", g, ", ", one, ", ", one, ")"));
+        }
         Emit(hy + " : Tensor", absl::StrCat("aten::mul(", h, ", ", Use(other), ")"));
         Emit(y + " : Tensor", absl::StrCat("aten::add(", gx, ", ", hy, ", ", one, ")"));
         Add(y, s, false);
