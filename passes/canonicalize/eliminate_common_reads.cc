@@ -47,26 +47,6 @@ std::string NodeKey(Node* n) {
 
 using Table = std::unordered_map<std::string, Node*>;
 
-bool Immutable(const c10::TypePtr& t) {
-  switch (t->kind()) {
-    case c10::TypeKind::IntType:
-    case c10::TypeKind::FloatType:
-    case c10::TypeKind::BoolType:
-    case c10::TypeKind::StringType:
-    case c10::TypeKind::NoneType:
-    case c10::TypeKind::NumberType:
-    case c10::TypeKind::DeviceObjType:
-      return true;
-    case c10::TypeKind::TupleType:
-      for (const c10::TypePtr& e : t->containedTypes()) {
-        if (!Immutable(e)) return false;
-      }
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool AssignsAttributes(Block* b) {
   for (Node* n : b->nodes()) {
     if (n->kind() == c10::prim::SetAttr) return true;
@@ -90,7 +70,7 @@ bool Mergeable(Node* n, bool getattr_ok) {
   if (schema != nullptr && schema->is_mutable()) return false;
   if (schema == nullptr && !n->kind().is_prim()) return false;
   for (const torch::jit::Value* o : n->outputs()) {
-    if (!Immutable(o->type())) return false;
+    if (!IsImmutableType(o->type())) return false;
   }
   return true;
 }

@@ -18,9 +18,7 @@
 
 namespace sentier {
 
-namespace {
-
-bool ImmutableType(const c10::TypePtr& t) {
+bool IsImmutableType(const c10::TypePtr& t) {
   switch (t->kind()) {
     case c10::TypeKind::IntType:
     case c10::TypeKind::FloatType:
@@ -28,18 +26,17 @@ bool ImmutableType(const c10::TypePtr& t) {
     case c10::TypeKind::StringType:
     case c10::TypeKind::NoneType:
     case c10::TypeKind::NumberType:
+    case c10::TypeKind::DeviceObjType:
       return true;
     case c10::TypeKind::TupleType:
       for (const c10::TypePtr& e : t->containedTypes()) {
-        if (!ImmutableType(e)) return false;
+        if (!IsImmutableType(e)) return false;
       }
       return true;
     default:
       return false;
   }
 }
-
-}  // namespace
 
 // Every use only reads the list: the op's schema does not write that argument, and no output
 // that may alias it (an annotated return) has a mutable type — `xs[i]` of an int list is a read,
@@ -53,7 +50,7 @@ bool ListIsOnlyRead(torch::jit::Value* list) {
     if (!alias) continue;
     if (alias->isWrite()) return false;
     for (size_t k = 0; k < schema->returns().size() && k < u.user->outputs().size(); ++k) {
-      if (schema->returns()[k].alias_info() != nullptr && !ImmutableType(u.user->output(k)->type())) {
+      if (schema->returns()[k].alias_info() != nullptr && !IsImmutableType(u.user->output(k)->type())) {
         return false;
       }
     }

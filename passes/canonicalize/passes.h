@@ -46,6 +46,10 @@ bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters
 // (prim::NumToTensor(size) * 4) becomes the same arithmetic on ints.
 bool FoldScalarTensors(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
+// IsImmutableType: values of the type cannot be mutated (int, float, bool, str, None, Number,
+// Device, and tuples of those): two reads of one are interchangeable.
+bool IsImmutableType(const c10::TypePtr& type);
+
 // ListIsOnlyRead: every use of the list value only reads it: no schema writes it or returns it
 // aliased with a mutable type, and no use lacks a schema (containers, blocks, outputs).
 bool ListIsOnlyRead(torch::jit::Value* list);

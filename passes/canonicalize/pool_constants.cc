@@ -30,14 +30,8 @@ using torch::jit::Node;
 bool Poolable(Node* n) {
   if (n->kind() != c10::prim::Constant || n->outputs().size() != 1) return false;
   const c10::TypePtr& t = n->output()->type();
+  if (t->kind() != c10::TypeKind::TupleType && IsImmutableType(t)) return true;
   switch (t->kind()) {
-    case c10::TypeKind::IntType:
-    case c10::TypeKind::FloatType:
-    case c10::TypeKind::BoolType:
-    case c10::TypeKind::StringType:
-    case c10::TypeKind::NoneType:
-    case c10::TypeKind::DeviceObjType:
-      return true;
     case c10::TypeKind::ListType: {
       c10::TypeKind e = t->expectRef<c10::ListType>().getElementType()->kind();
       bool scalar = e == c10::TypeKind::IntType || e == c10::TypeKind::FloatType ||
