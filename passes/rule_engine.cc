@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "passes/status_macros.h"
 #include "passes/digest.h"
 #include "passes/internal/compiled_rule.h"
 #include "passes/rule_set.h"
@@ -435,11 +436,9 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
     cf.ast = &fe;
     int first = static_cast<int>(cr->nodes.size());
     for (const PatternNode& n : fe.nodes) {
-      absl::Status s2 = add_node(n);
-      if (!s2.ok()) return s2;
+      SENTIER_RETURN_IF_ERROR(add_node(n));
     }
-    absl::Status s3 = BuildScope(fe.nodes, first, &cf.scope);
-    if (!s3.ok()) return s3;
+    SENTIER_RETURN_IF_ERROR(BuildScope(fe.nodes, first, &cf.scope));
     if (!names.contains(absl::StrCat("%", fe.sequence, "..."))) {
       return LocError(fe.loc, absl::StrCat("foreach iterates over '%", fe.sequence,
                                            "...', which the pattern above does not bind"));
@@ -477,14 +476,12 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
     cr->foreach.push_back(std::move(cf));
   }
   for (const ExprPtr& w : r.where) {
-    absl::Status s4 = CheckExpr(*w, names);
-    if (!s4.ok()) return s4;
+    SENTIER_RETURN_IF_ERROR(CheckExpr(*w, names));
   }
   if (r.is_group) {
     if (r.key.empty()) return LocError(r.loc, "a group rule needs a 'key' section");
     for (const ExprPtr& k : r.key) {
-      absl::Status s6 = CheckExpr(*k, names);
-      if (!s6.ok()) return s6;
+      SENTIER_RETURN_IF_ERROR(CheckExpr(*k, names));
     }
     // In a group's rewrite every per-member value is a sequence over the members (%x...), and
     // a constant is the first member's (list it in the key when members must agree on it).
@@ -497,12 +494,10 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
   }
   for (const RewriteStmt& s : r.rewrite) {
     for (const ExprPtr& a : s.args) {
-      absl::Status s5 = CheckExpr(*a, names);
-      if (!s5.ok()) return s5;
+      SENTIER_RETURN_IF_ERROR(CheckExpr(*a, names));
     }
     for (const auto& [kw, a] : s.kwargs) {
-      absl::Status s5 = CheckExpr(*a, names);
-      if (!s5.ok()) return s5;
+      SENTIER_RETURN_IF_ERROR(CheckExpr(*a, names));
     }
     switch (s.kind) {
       case RewriteStmt::Kind::kInsert: {

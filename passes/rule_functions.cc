@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 
 #include "absl/strings/str_cat.h"
+#include "passes/status_macros.h"
 #include "passes/internal/rule_eval.h"
 #include "passes/shape_facts.h"
 #include "re2/re2.h"
@@ -86,20 +87,15 @@ bool IsSplitWithSizes(const Node* n) {
   return n->kind() == kSplitWithSizes;
 }
 
-#define ASSIGN_OR_RETURN_ERR(lhs, expr) \
-  auto lhs##_or = (expr);               \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = std::move(*lhs##_or)
-
 absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
   absl::flat_hash_map<std::string, FunctionSpec> f;
   f["len"] = {1, 1, "len(x): number of elements of a list or sequence", [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
+                SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
                 return Datum::Int(static_cast<int64_t>(items.size()));
               }};
   f["all_equal"] = {1, 2, "all_equal(list[, x]): every element equal (to x when given)",
                     [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                      ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
+                      SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
                       for (size_t k = 0; k < items.size(); ++k) {
                         const Datum& ref = a.size() == 2 ? a[1] : items[0];
                         if (!items[k].Equal(ref)) return Datum::Bool(false);
@@ -108,7 +104,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                     }};
   f["iota"] = {1, 1, "iota(list): the list is exactly [0, 1, ..., n-1]",
                [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                 ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                 SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                  for (size_t k = 0; k < xs.size(); ++k) {
                    if (xs[k] != static_cast<int64_t>(k)) return Datum::Bool(false);
                  }
@@ -116,31 +112,31 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                }};
   f["consecutive"] = {1, 1, "consecutive(list): each int is the previous plus one",
                       [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                        ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                        SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                         for (size_t k = 1; k < xs.size(); ++k) {
                           if (xs[k] != xs[k - 1] + 1) return Datum::Bool(false);
                         }
                         return Datum::Bool(!xs.empty());
                       }};
   f["sum"] = {1, 1, "sum(list): sum of ints", [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                 return Datum::Int(std::accumulate(xs.begin(), xs.end(), int64_t{0}));
               }};
   f["min"] = {1, 1, "min(list): smallest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                 if (xs.empty()) return Err("min of an empty list");
                 return Datum::Int(*std::min_element(xs.begin(), xs.end()));
               }};
   f["max"] = {1, 1, "max(list): largest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                ASSIGN_OR_RETURN_ERR(xs, IntsOf(a[0]));
+                SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                 if (xs.empty()) return Err("max of an empty list");
                 return Datum::Int(*std::max_element(xs.begin(), xs.end()));
               }};
   f["slice"] = {3, 3, "slice(x, a, b): elements a..b-1 of a list or sequence (clamped)",
                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                  ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
-                  ASSIGN_OR_RETURN_ERR(lo, IntOf(a[1]));
-                  ASSIGN_OR_RETURN_ERR(hi, IntOf(a[2]));
+                  SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
+                  SENTIER_ASSIGN_OR_RETURN(lo, IntOf(a[1]));
+                  SENTIER_ASSIGN_OR_RETURN(hi, IntOf(a[2]));
                   int64_t n = static_cast<int64_t>(items.size());
                   lo = std::max<int64_t>(0, std::min(lo, n));
                   hi = std::max<int64_t>(lo, std::min(hi, n));
@@ -148,17 +144,17 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                 }};
   f["remove"] = {2, 2, "remove(x, i): the list or sequence without element i",
                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                   ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
-                   ASSIGN_OR_RETURN_ERR(i, IntOf(a[1]));
+                   SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
+                   SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
                    if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("remove: index out of range");
                    items.erase(items.begin() + i);
                    return Rebuild(a[0], std::move(items));
                  }};
   f["splice"] = {3, 3, "splice(list, i, other): the list with element i replaced by the elements of other",
                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                   ASSIGN_OR_RETURN_ERR(items, ItemsOf(a[0]));
-                   ASSIGN_OR_RETURN_ERR(i, IntOf(a[1]));
-                   ASSIGN_OR_RETURN_ERR(other, ItemsOf(a[2]));
+                   SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
+                   SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
+                   SENTIER_ASSIGN_OR_RETURN(other, ItemsOf(a[2]));
                    if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("splice: index out of range");
                    items.erase(items.begin() + i);
                    items.insert(items.begin() + i, other.begin(), other.end());
@@ -166,7 +162,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                  }};
   f["single_use"] = {1, 1, "single_use(v or vs...): every value has exactly one use",
                      [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                       ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                       SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                        for (Value* v : vs) {
                          if (v->uses().size() != 1) return Datum::Bool(false);
                        }
@@ -174,7 +170,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                      }};
   f["outputs"] = {1, 1, "outputs(%v): every output of the node that produces %v, in order",
                   [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                    ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                    SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                     if (vs.size() != 1) return Err("outputs() takes one value");
                     auto outs = vs[0]->node()->outputs();
                     return Datum::Seq(std::vector<Value*>(outs.begin(), outs.end()));
@@ -183,9 +179,9 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                     "users_are(vs..., \"op-regex\", n): each value has exactly one use, as input 0 "
                     "of a node of that kind with n inputs",
                     [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                      ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                      SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                       if (a[1].kind != Datum::Kind::kString) return Err("users_are: op must be a string");
-                      ASSIGN_OR_RETURN_ERR(n, IntOf(a[2]));
+                      SENTIER_ASSIGN_OR_RETURN(n, IntOf(a[2]));
                       RE2 re(a[1].s);
                       if (!re.ok()) return Err(absl::StrCat("users_are: bad regex: ", re.error()));
                       for (Value* v : vs) {
@@ -200,10 +196,10 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                     }};
   f["user_outputs"] = {1, 1, "user_outputs(vs...): the first output of each value's single user",
                        [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                         ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                         SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                          std::vector<Value*> out;
                          for (Value* v : vs) {
-                           ASSIGN_OR_RETURN_ERR(user, SingleUser(v));
+                           SENTIER_ASSIGN_OR_RETURN(user, SingleUser(v));
                            if (user->outputs().empty()) return Err("user has no output");
                            out.push_back(user->output(0));
                          }
@@ -212,11 +208,11 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
   f["user_const_input"] = {2, 2,
                            "user_const_input(vs..., i): constant input i of each value's single user",
                            [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                             ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
-                             ASSIGN_OR_RETURN_ERR(i, IntOf(a[1]));
+                             SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                             SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
                              std::vector<Datum> out;
                              for (Value* v : vs) {
-                               ASSIGN_OR_RETURN_ERR(user, SingleUser(v));
+                               SENTIER_ASSIGN_OR_RETURN(user, SingleUser(v));
                                if (i < 0 || i >= static_cast<int64_t>(user->inputs().size())) {
                                  return Err("user_const_input: index out of range");
                                }
@@ -228,7 +224,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                            }};
   f["rank"] = {1, 1, "rank(%v): number of dims of a tensor value (needs a typed IR or sample inputs)",
                [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
-                 ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                 SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                  if (vs.size() != 1) return Err("rank() takes one value");
                  c10::optional<int64_t> r = StaticRank(vs[0], ctx.facts);
                  if (!r) return Err("rank not known");
@@ -236,8 +232,8 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                }};
   f["size"] = {2, 2, "size(%v, d): static size of dim d (never a dynamic dim such as the batch)",
                [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
-                 ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
-                 ASSIGN_OR_RETURN_ERR(d, IntOf(a[1]));
+                 SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                 SENTIER_ASSIGN_OR_RETURN(d, IntOf(a[1]));
                  if (vs.size() != 1) return Err("size() takes one value");
                  c10::optional<int64_t> s = StaticSize(vs[0], d, ctx.facts);
                  if (!s) return Err("size not known");
@@ -248,7 +244,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                 "with the batch is the string \"s@s2\" (sizes at the sample batch and at twice "
                 "it) (needs --inputs or a complete IR type)",
                 [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
-                  ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                  SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                   if (vs.size() != 1) return Err("shape() takes one value");
                   std::vector<Datum> out;
                   const TensorFact* f = ctx.facts != nullptr ? ctx.facts->Find(vs[0]) : nullptr;
@@ -274,7 +270,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                 }};
   f["dtype"] = {1, 1, "dtype(%v): the dtype of a tensor value, as a string (\"Float\")",
                 [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
-                  ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                  SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                   if (vs.size() != 1) return Err("dtype() takes one value");
                   const TensorFact* f = ctx.facts != nullptr ? ctx.facts->Find(vs[0]) : nullptr;
                   if (f != nullptr) return Datum::Str(c10::toString(f->dtype));
@@ -285,7 +281,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
   f["is_none"] = {1, 1, "is_none(%v): the value is the constant None",
                   [](auto& a, auto&) -> absl::StatusOr<Datum> {
                     if (a[0].kind == Datum::Kind::kNone) return Datum::Bool(true);
-                    ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
+                    SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                     for (Value* v : vs) {
                       if (v->type()->kind() != c10::TypeKind::NoneType) return Datum::Bool(false);
                     }
@@ -293,8 +289,8 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                   }};
   f["sizes_at"] = {2, 2, "sizes_at(vs..., d): the static size of dim d of each value (a list)",
                    [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
-                     ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
-                     ASSIGN_OR_RETURN_ERR(d, IntOf(a[1]));
+                     SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                     SENTIER_ASSIGN_OR_RETURN(d, IntOf(a[1]));
                      std::vector<Datum> out;
                      for (Value* v : vs) {
                        c10::optional<int64_t> s = StaticSize(v, d, ctx.facts);
@@ -308,8 +304,8 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
       "spliced_cat_inputs(vs..., d): vs with every single-use aten::cat(list, d) element "
       "replaced by that cat's inputs",
       [](auto& a, auto&) -> absl::StatusOr<Datum> {
-        ASSIGN_OR_RETURN_ERR(vs, ValuesOf(a[0]));
-        ASSIGN_OR_RETURN_ERR(d, IntOf(a[1]));
+        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+        SENTIER_ASSIGN_OR_RETURN(d, IntOf(a[1]));
         std::vector<Value*> out;
         for (Value* v : vs) {
           Node* n = v->node();
@@ -480,7 +476,7 @@ absl::StatusOr<bool> MergePieceRuns(const std::vector<Datum>& a, EvalContext& ct
 // split on dim d (pieces may have other uses) becomes one slice of the split's input.
 absl::StatusOr<bool> RunsToSlices(const std::vector<Datum>& a, EvalContext& ctx) {
   if (a[0].kind != Datum::Kind::kValue) return Err("runs_to_slices takes the cat's output");
-  ASSIGN_OR_RETURN_ERR(min_len, IntOf(a[1]));
+  SENTIER_ASSIGN_OR_RETURN(min_len, IntOf(a[1]));
   Node* list = nullptr;
   int64_t d = 0;
   if (!CatParts(a[0].value, &list, &d)) return false;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "passes/status_macros.h"
 
 namespace sentier {
 namespace {
@@ -237,16 +238,6 @@ class TokenStream {
   SourceLoc loc_;
 };
 
-#define SENTIER_RETURN_IF_ERROR(expr)     \
-  do {                                    \
-    absl::Status _st = (expr);            \
-    if (!_st.ok()) return _st;            \
-  } while (0)
-
-#define SENTIER_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_or = (expr);                   \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = std::move(*lhs##_or)
 
 // ---------------------------------------------------------------------------------------------
 // Expressions: precedence climbing. or < and < not < comparison < + - < * / % < unary < postfix.

@@ -18,11 +18,13 @@
 namespace sentier {
 namespace {
 
-absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::ErrnoToStatus(errno, absl::StrCat(what, " '", path, "'"));
-}
+absl::Status Errno(const std::string& what, const std::string& path) { return ErrnoStatus(errno, what, path); }
 
 }  // namespace
+
+absl::Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " '", path, "'"));
+}
 
 absl::Status WriteFileSynced(const std::string& path, const std::string& contents) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -5,7 +5,8 @@
 //   absl::StatusOr<std::string> bytes = ReadFile("/reg/ranker/3/model.pt");
 //
 // Errors name the file and carry the absl code of the errno (absl::ErrnoToStatus): NotFound for
-// a missing file, PermissionDenied, ResourceExhausted for a full disk, and so on.
+// a missing file, PermissionDenied, ResourceExhausted for a full disk, and so on. ErrnoStatus is
+// the project's one errno mapping; every POSIX call site builds its error with it.
 #ifndef SENTIER_RUNTIME_FILE_UTIL_H_
 #define SENTIER_RUNTIME_FILE_UTIL_H_
 
@@ -15,6 +16,9 @@
 #include "absl/status/statusor.h"
 
 namespace sentier {
+
+// ErrnoStatus: `<what> '<path>': <strerror(err)>` with the absl code of `err`.
+absl::Status ErrnoStatus(int err, const std::string& what, const std::string& path);
 
 // ReadFile: the bytes of `path`.
 absl::StatusOr<std::string> ReadFile(const std::string& path);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/archive_check.h"
+#include "runtime/file_util.h"
 #include "passes/rule_parser.h"
 #include "passes/sample_inputs.h"
 
@@ -36,13 +37,9 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
-}
-
 absl::Status CheckReadableFile(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError("cannot read", path);
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot read", path);
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
   }
@@ -208,10 +205,10 @@ absl::StatusOr<std::shared_ptr<const RuleSet>> LoadRules(const std::vector<std::
   std::vector<std::string> files;
   for (const std::string& p : paths) {
     struct stat st;
-    if (::stat(p.c_str(), &st) != 0) return ErrnoError("cannot read rules", p);
+    if (::stat(p.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot read rules", p);
     if (S_ISDIR(st.st_mode)) {
       DIR* dir = ::opendir(p.c_str());
-      if (dir == nullptr) return ErrnoError("cannot list rules directory", p);
+      if (dir == nullptr) return ErrnoStatus(errno, "cannot list rules directory", p);
       std::vector<std::string> found;
       while (struct dirent* e = ::readdir(dir)) {
         std::string name = e->d_name;

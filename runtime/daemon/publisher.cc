@@ -19,15 +19,9 @@
 namespace sentier {
 namespace {
 
-absl::Status Errno(const std::string& what, const std::string& path) {
-  std::string msg = absl::StrCat(what, " '", path, "': ", std::strerror(errno));
-  if (errno == EACCES || errno == EPERM || errno == EROFS) return absl::PermissionDeniedError(msg);
-  return absl::InternalError(msg);
-}
-
 absl::Status MkdirIfMissing(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
-  return Errno("cannot create directory", dir);
+  return ErrnoStatus(errno, "cannot create directory", dir);
 }
 
 }  // namespace
@@ -48,7 +42,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const std::string& 
 
 absl::StatusOr<int> Publisher::CleanStaleTemps() {
   DIR* d = ::opendir(root_.c_str());
-  if (d == nullptr) return Errno("cannot read", root_);
+  if (d == nullptr) return ErrnoStatus(errno, "cannot read", root_);
   std::vector<std::string> stale;
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
@@ -71,7 +65,7 @@ absl::StatusOr<std::string> Publisher::MakeStagingDir(const std::string& model,
   std::string dir =
       absl::StrCat(root_, "/.tmp-", model, "-", version, "-", ::getpid(), "-", ++counter_);
   RemoveTree(dir).IgnoreError();
-  if (::mkdir(dir.c_str(), 0755) != 0) return Errno("cannot create staging directory", dir);
+  if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, "cannot create staging directory", dir);
   return dir;
 }
 
@@ -94,7 +88,7 @@ absl::Status Publisher::Publish(const std::string& staging, const std::string& m
   }
   // Durability of the contents before the name.
   DIR* d = ::opendir(staging.c_str());
-  if (d == nullptr) return Errno("cannot read staging directory", staging);
+  if (d == nullptr) return ErrnoStatus(errno, "cannot read staging directory", staging);
   std::vector<std::string> files;
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
@@ -115,7 +109,7 @@ absl::Status Publisher::Publish(const std::string& staging, const std::string& m
   if (exists) {
     // Atomic swap: readers see the old or the new directory, never neither.
     if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dest.c_str(), RENAME_EXCHANGE) != 0) {
-      return Errno("cannot exchange into", dest);
+      return ErrnoStatus(errno, "cannot exchange into", dest);
     }
     s = FsyncPath(model_dir);
     if (!s.ok()) return s;
@@ -124,7 +118,7 @@ absl::Status Publisher::Publish(const std::string& staging, const std::string& m
     if (!s.ok()) return s;
     return FsyncPath(root_);
   }
-  if (::rename(staging.c_str(), dest.c_str()) != 0) return Errno("cannot rename into", dest);
+  if (::rename(staging.c_str(), dest.c_str()) != 0) return ErrnoStatus(errno, "cannot rename into", dest);
   s = FsyncPath(model_dir);
   if (!s.ok()) return s;
   return FsyncPath(root_);

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "passes/digest.h"
+#include "runtime/file_util.h"
 
 namespace sentier {
 namespace {
@@ -31,9 +32,7 @@ struct Entry {
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
-    std::string msg = absl::StrCat("cannot read '", dir, "': ", std::strerror(errno));
-    if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(msg);
-    return absl::PermissionDeniedError(msg);
+    return ErrnoStatus(errno, "cannot read", dir);
   }
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
