@@ -592,6 +592,24 @@ absl::StatusOr<std::shared_ptr<const RuleSet>> RuleSet::Filter(const std::string
   return std::shared_ptr<const RuleSet>(out);
 }
 
+std::shared_ptr<const RuleSet> RuleSet::Without(const std::vector<std::string>& names) const {
+  absl::flat_hash_set<std::string> drop(names.begin(), names.end());
+  std::shared_ptr<RuleSet> out(new RuleSet());
+  for (const auto& r : rules_) {
+    if (!drop.contains(r->ast.name)) out->rules_.push_back(r);
+  }
+  return out;
+}
+
+std::shared_ptr<const RuleSet> RuleSet::Only(const std::vector<std::string>& names) const {
+  absl::flat_hash_set<std::string> keep(names.begin(), names.end());
+  std::shared_ptr<RuleSet> out(new RuleSet());
+  for (const auto& r : rules_) {
+    if (keep.contains(r->ast.name)) out->rules_.push_back(r);
+  }
+  return out;
+}
+
 std::string RuleSet::Fingerprint() const {
   std::string all;
   for (const auto& r : rules_) absl::StrAppend(&all, r->ast.normalized_text, "\n\n");

@@ -33,6 +33,11 @@ class RuleSet {
   // match `disable` (empty = none). An invalid regex is an InvalidArgumentError.
   absl::StatusOr<std::shared_ptr<const RuleSet>> Filter(const std::string& enable,
                                                         const std::string& disable) const;
+  // Without: the subset without the rules named in `names` (exact names; others are ignored),
+  // in load order. Without({}) is the whole set; Only({}) is the empty set.
+  std::shared_ptr<const RuleSet> Without(const std::vector<std::string>& names) const;
+  // Only: the subset of the rules named in `names`, in load order.
+  std::shared_ptr<const RuleSet> Only(const std::vector<std::string>& names) const;
 
   // Fingerprint: sha256 (hex) over the normalized text of every rule, in order. Comments and
   // whitespace do not change it; any change to a rule's meaning does.

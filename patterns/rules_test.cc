@@ -193,5 +193,25 @@ TEST(RuleLibraryTest, ShipsAtLeastTwelveVerticalRules) {
   EXPECT_GE(vertical, 12);
 }
 
+// Subsets by exact names (the gate's selections): names are never patterns, order is kept.
+TEST(RuleLibraryTest, SubsetsByNameKeepLoadOrder) {
+  const RuleSet& all = *Library();
+  ASSERT_GE(all.size(), 3u);
+  std::string first = all.rule(0).name, third = all.rule(2).name;
+  auto without = all.Without({first, third, "no_such_rule"});
+  ASSERT_EQ(without->size(), all.size() - 2);
+  for (size_t i = 0, j = 0; i < all.size(); ++i) {
+    if (i == 0 || i == 2) continue;
+    EXPECT_EQ(without->rule(j++).name, all.rule(i).name);
+  }
+  EXPECT_EQ(all.Without({"batch_.*", ".*"})->size(), all.size());  // not regexes
+  EXPECT_EQ(all.Without({})->size(), all.size());
+  EXPECT_EQ(all.Only({})->size(), 0u);
+  auto only = all.Only({third, first});
+  ASSERT_EQ(only->size(), 2u);
+  EXPECT_EQ(only->rule(0).name, first);
+  EXPECT_EQ(only->rule(1).name, third);
+}
+
 }  // namespace
 }  // namespace sentier

@@ -69,11 +69,6 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   return t;
 }
 
-std::string WithoutRegex(const std::vector<std::string>& names) {
-  if (names.empty()) return "";
-  return absl::StrCat("(", absl::StrJoin(names, "|"), ")");
-}
-
 }  // namespace
 
 absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_path,
@@ -84,9 +79,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   if (!original.ok()) return original.status();
   CostSelection sel;
   Trial orig;
-  auto all = rules.Filter("", "");
-  if (!all.ok()) return all.status();
-  auto best = Measure(model_path, *original, samples, **all, options, &orig);
+  auto best = Measure(model_path, *original, samples, rules, options, &orig);
   if (!best.ok()) return best.status();
   double orig_ms = orig.ms;
   sel.original_ms = orig_ms;
@@ -116,9 +109,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   sel.none_fired = best->fired.empty();
   std::vector<std::string> dropped;
   auto measure_without = [&](const std::vector<std::string>& names) -> absl::StatusOr<Trial> {
-    auto subset = rules.Filter("", WithoutRegex(names));
-    if (!subset.ok()) return subset.status();
-    return Measure(model_path, *original, samples, **subset, options, nullptr);
+    return Measure(model_path, *original, samples, *rules.Without(names), options, nullptr);
   };
   // Memory first. Over bounds, the batched forms (group rules: they stack inputs and parameters)
   // are all left out, then added back one at a time, in load order, where the set stays within
@@ -164,8 +155,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
       best = t;
     }
   }
-  auto chosen = rules.Filter("", WithoutRegex(dropped));
-  if (!chosen.ok()) return chosen.status();
+  std::shared_ptr<const RuleSet> chosen = rules.Without(dropped);
   sel.dropped = dropped;
   sel.optimized_ms = best->ms;
   sel.optimized_forward_ms = best->forward_ms;
@@ -190,7 +180,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     // so that a gain that was drift between earlier measurements (another process, clocks) is
     // not published.
     Trial again_orig;
-    auto again = Measure(model_path, *original, samples, **chosen, options, &again_orig);
+    auto again = Measure(model_path, *original, samples, *chosen, options, &again_orig);
     if (!again.ok()) return again.status();
     sel.log.push_back(absl::StrFormat("confirmation: selection %.3f ms, original %.3f ms", again->ms,
                                       again_orig.ms));
@@ -205,11 +195,9 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     }
   }
   if (sel.faster) {
-    sel.rules = *chosen;
+    sel.rules = chosen;
   } else {
-    auto none = rules.Filter("^$", "");  // rule names are never empty: no rule
-    if (!none.ok()) return none.status();
-    sel.rules = *none;
+    sel.rules = rules.Only({});
   }
   return sel;
 }
