@@ -55,7 +55,7 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
     };
     Canonicalize(graph, canon, &report.canonicalize);
     ShapeFacts facts;
-    const ShapeFacts* facts_ptr = nullptr;
+    ShapeFacts* facts_ptr = nullptr;
     auto record = [&]() {
       if (options.sample_inputs == nullptr) return;
       auto t = std::chrono::steady_clock::now();

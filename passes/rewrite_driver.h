@@ -28,7 +28,7 @@ namespace sentier {
 
 struct RewriteOptions {
   int max_rounds = 16;                 // rounds of "try every rule at every anchor"
-  const ShapeFacts* facts = nullptr;   // optional; rules that need sizes fail without them
+  ShapeFacts* facts = nullptr;   // optional; rules that need sizes fail without them
   // The module object whose method the graph is (optional). With it, a graph that mutates one
   // module tensor (BatchNorm's num_batches_tracked += 1) does not make every other parameter
   // "possibly written": when every module tensor is read by one prim::GetAttr, no two share

@@ -1387,7 +1387,7 @@ bool IsBefore(Node* a, Node* b) {
 namespace {
 
 // MakeContext: the evaluation context of one match (or one group) anchored at `anchor`.
-EvalContext MakeContext(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+EvalContext MakeContext(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                         Bindings* bindings, const LegalityCheck* legal) {
   EvalContext ctx;
   ctx.graph = anchor->owningGraph();
@@ -1415,7 +1415,7 @@ ApplyResult Rewrite(const CompiledRule& rule, EvalContext& ctx, std::string* err
 
 }  // namespace
 
-bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                       GroupMember* out) {
   if (!rule.nodes[rule.anchor].kinds.contains(anchor->kind())) return false;
   GroupMember m;
@@ -1458,7 +1458,7 @@ bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* 
 }
 
 ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& all_members,
-                       const ShapeFacts* facts, const LegalityCheck& legal, std::string* error) {
+                       ShapeFacts* facts, const LegalityCheck& legal, std::string* error) {
   if (all_members.empty()) return ApplyResult::kNoMatch;
   // Keys compare sizes seen on the samples; stacking needs equal sizes for every batch. Keep the
   // members whose batch-following values are provably shaped like the first member's.
@@ -1515,7 +1515,7 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
   return Rewrite(rule, ctx, error);
 }
 
-ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+ApplyResult TryApply(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                      const LegalityCheck& legal, std::string* error) {
   if (!rule.nodes[rule.anchor].kinds.contains(anchor->kind())) return ApplyResult::kNoMatch;
   Bindings b;

@@ -25,7 +25,7 @@ const TensorFact* ShapeFacts::Find(const Value* v) const {
   return it == facts_.end() ? nullptr : &it->second;
 }
 
-void ShapeFacts::Propagate(const Value* from, const Value* to) const {
+void ShapeFacts::Propagate(const Value* from, const Value* to) {
   auto it = facts_.find(from->unique());
   if (it == facts_.end() || facts_.contains(to->unique())) return;
   TensorFact copy = it->second;  // copied first: inserting may rehash and move `it`

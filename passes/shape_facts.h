@@ -49,11 +49,11 @@ class ShapeFacts {
   size_t size() const { return facts_.size(); }
 
   // Propagate: `to` replaced `from` in a rewrite whose identity makes them equal, so `to` gets
-  // `from`'s fact. Const: it adds knowledge about a new value and changes no existing fact.
-  void Propagate(const torch::jit::Value* from, const torch::jit::Value* to) const;
+  // `from`'s fact (rewrites add facts for the values they create; no existing fact changes).
+  void Propagate(const torch::jit::Value* from, const torch::jit::Value* to);
 
  private:
-  mutable absl::flat_hash_map<size_t, TensorFact> facts_;
+  absl::flat_hash_map<size_t, TensorFact> facts_;
 };
 
 // RecordShapeFacts: runs `graph` on `inputs` (graph inputs in order; for a method graph the first

@@ -48,7 +48,7 @@ bool IsIntList(Value* v) {
 // their types. The node is created directly: Graph::insert would match the schema anew for each
 // of the 20k splits of a large graph.
 Node* ReplaceNode(Node* n, c10::Symbol kind, std::vector<torch::jit::NamedValue> inputs,
-                  const ShapeFacts* facts) {
+                  ShapeFacts* facts) {
   Graph* g = n->owningGraph();
   std::vector<Value*> values;
   for (const torch::jit::NamedValue& v : inputs) values.push_back(v.value(*g));
@@ -80,7 +80,7 @@ std::vector<int64_t> SplitSizes(int64_t total, int64_t size) {
 
 // Replaces nodes in place in `nodes` (a replaced node's slot gets its replacement), so the list
 // stays valid for the steps after it without walking the graph again.
-bool NormalizeSpellings(Graph* g, std::vector<Node*>& nodes, const ShapeFacts* facts) {
+bool NormalizeSpellings(Graph* g, std::vector<Node*>& nodes, ShapeFacts* facts) {
   bool changed = false;
   for (Node*& n : nodes) {
     c10::Symbol k = n->kind();
@@ -150,7 +150,7 @@ c10::optional<int64_t> DimRank(Node* n, const ShapeFacts* facts) {
   return r;
 }
 
-bool NormalizeDims(Graph* g, const std::vector<Node*>& nodes, const ShapeFacts* facts) {
+bool NormalizeDims(Graph* g, const std::vector<Node*>& nodes, ShapeFacts* facts) {
   bool changed = false;
   for (Node* n : nodes) {
     c10::Symbol k = n->kind();
@@ -223,7 +223,7 @@ bool IsSplitFamily(Node* n) {
          k == kUnsafeChunk;
 }
 
-bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, const ShapeFacts* facts) {
+bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts* facts) {
   bool changed = false;
   // parts = [a, b, c]; parts[k] is the k-th element when the list is never mutated.
   for (Node* n : nodes) {
@@ -295,7 +295,7 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, const Shape
 
 }  // namespace
 
-bool NormalizeSplitFamily(const std::shared_ptr<Graph>& graph, const ShapeFacts* facts,
+bool NormalizeSplitFamily(const std::shared_ptr<Graph>& graph, ShapeFacts* facts,
                           PassCounters* counters) {
   std::vector<Node*> nodes;
   CollectNodes(graph->block(), &nodes);

@@ -69,7 +69,7 @@ bool UnrollKnownLoops(const std::shared_ptr<torch::jit::Graph>& graph, PassCount
 //   * constant list indexing of a split result (aten::__getitem__(parts, k), scripted code) ->
 //     one prim::ListUnpack (traced spelling), and aten::len(parts) -> a constant, when the number
 //     of pieces is known and the list is never mutated.
-bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, const ShapeFacts* facts,
+bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFacts* facts,
                           PassCounters* counters);
 
 // EliminateCommonReads: a pure node whose outputs cannot be written (immutable values, reads of

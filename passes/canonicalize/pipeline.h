@@ -47,7 +47,7 @@ struct CanonicalizeOptions {
   // tuples, so the other passes would find nothing new.
   bool full = true;
   c10::IValue self;                   // the module object (graph input 0); None: no attributes
-  const ShapeFacts* facts = nullptr;  // sizes from sample inputs, when recorded
+  ShapeFacts* facts = nullptr;  // sizes from sample inputs, when recorded
   int max_iterations = 8;
   // Called after every pass that changed the graph, with the pass's name (for
   // sentier_opt --print_ir_after=<pass>).

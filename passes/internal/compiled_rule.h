@@ -51,7 +51,7 @@ using LegalityCheck = std::function<bool(const std::vector<Node*>& matched, Node
 
 // TryApply: matches `rule` with `anchor` as its anchor node; when it matches, the constraints
 // hold and `legal` agrees, performs the rewrite.
-ApplyResult TryApply(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+ApplyResult TryApply(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                      const LegalityCheck& legal, std::string* error = nullptr);
 
 // GroupMember: one match of a group rule's pattern, with its key and the span it occupies in its
@@ -67,12 +67,12 @@ struct GroupMember {
 
 // MatchGroupMember: matches a group rule's pattern and `where` lines at `anchor` and evaluates
 // its key; false when it does not match or the key cannot be evaluated.
-bool MatchGroupMember(const CompiledRule& rule, Node* anchor, const ShapeFacts* facts,
+bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                       GroupMember* out);
 
 // ApplyGroup: rewrites `members` (same block, same key, independent) as one group.
 ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& members,
-                       const ShapeFacts* facts, const LegalityCheck& legal, std::string* error);
+                       ShapeFacts* facts, const LegalityCheck& legal, std::string* error);
 
 // IsBefore: program order of two nodes of one block (nullptr = block start).
 bool IsBefore(Node* a, Node* b);

@@ -65,7 +65,7 @@ struct Bindings {
 struct EvalContext {
   torch::jit::Graph* graph = nullptr;
   Node* anchor = nullptr;
-  const ShapeFacts* facts = nullptr;
+  ShapeFacts* facts = nullptr;
   Bindings* bindings = nullptr;
   std::string rule_name;
   // legal: the driver's legality check, for builtins that touch nodes beyond the match.
