@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -117,6 +118,27 @@ absl::Status RemoveTree(const std::string& path) {
     return Errno("cannot remove", path);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ListRuleFiles(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot read rules", p);
+    if (!S_ISDIR(st.st_mode)) {
+      files.push_back(p);
+      continue;
+    }
+    std::error_code ec;
+    std::vector<std::string> found;
+    for (const auto& e : std::filesystem::directory_iterator(p, ec)) {
+      if (e.path().extension() == ".rules") found.push_back(e.path().string());
+    }
+    if (ec) return ErrnoStatus(ec.value(), "cannot list rules directory", p);
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
 }
 
 }  // namespace sentier

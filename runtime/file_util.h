@@ -11,6 +11,7 @@
 #define SENTIER_RUNTIME_FILE_UTIL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,9 @@ absl::Status FsyncPath(const std::string& path);
 absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
 // RemoveTree: recursive removal (symbolic links are removed, not followed); OK when absent.
 absl::Status RemoveTree(const std::string& path);
+// ListRuleFiles: the rule files `paths` name, in load order: a directory gives its `*.rules`
+// files (not subdirectories) sorted by name, a file itself; paths in the order given.
+absl::StatusOr<std::vector<std::string>> ListRuleFiles(const std::vector<std::string>& paths);
 
 }  // namespace sentier
 

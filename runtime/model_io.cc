@@ -202,27 +202,10 @@ absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputsFor(const std::string& 
 }
 
 absl::StatusOr<std::shared_ptr<const RuleSet>> LoadRules(const std::vector<std::string>& paths) {
-  std::vector<std::string> files;
-  for (const std::string& p : paths) {
-    struct stat st;
-    if (::stat(p.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot read rules", p);
-    if (S_ISDIR(st.st_mode)) {
-      DIR* dir = ::opendir(p.c_str());
-      if (dir == nullptr) return ErrnoStatus(errno, "cannot list rules directory", p);
-      std::vector<std::string> found;
-      while (struct dirent* e = ::readdir(dir)) {
-        std::string name = e->d_name;
-        if (absl::EndsWith(name, ".rules")) found.push_back(absl::StrCat(p, "/", name));
-      }
-      ::closedir(dir);
-      std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
-    } else {
-      files.push_back(p);
-    }
-  }
+  auto files = ListRuleFiles(paths);
+  if (!files.ok()) return files.status();
   std::vector<Rule> all;
-  for (const std::string& f : files) {
+  for (const std::string& f : *files) {
     auto text = ReadFile(f);
     if (!text.ok()) return text.status();
     auto parsed = ParseRules(*text, f);

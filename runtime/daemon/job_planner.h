@@ -1,4 +1,4 @@
-// job_planner.h — the daemon's manager: decides which versions to (re)process.
+// job_planner.h — the daemon's planning policy: decides which versions to (re)process.
 //
 // Given the watcher's settled versions, the persisted state and the fingerprint of the loaded
 // rule set, Plan() returns the jobs to run, in model then version order:

@@ -1,0 +1,496 @@
+#include "runtime/daemon/daemon_manager.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include <glog/logging.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/file_util.h"
+#include "runtime/report_schema.h"
+
+namespace sentier {
+namespace {
+
+std::string Tag(const std::string& model, int64_t version) {
+  return absl::StrCat("[", model, "/", version, "] ");
+}
+
+}  // namespace
+
+pid_t ExecSelfJobLauncher::Launch(const JobSpec& spec) {
+  std::vector<std::string> args = {
+      "sentierd", "--job", absl::StrCat("--job_model=", spec.model),
+      absl::StrCat("--job_version=", spec.version), absl::StrCat("--job_source=", spec.source_dir),
+      absl::StrCat("--job_stage=", spec.stage_dir), absl::StrCat("--job_rules=", spec.rules_dir),
+      absl::StrCat("--mode=", spec.mode), absl::StrCat("--job_device=", spec.device),
+      absl::StrCat("--memory_margin=", spec.memory_margin),
+      absl::StrCat("--select_rules=", spec.select_rules ? "on" : "off"),
+      absl::StrCat("--param_layout=", spec.param_layout)};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // a terminal's ^C goes to the daemon, which decides
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGCHLD, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails the write (EFBIG) instead of killing
+    ::execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+DaemonManager::DaemonManager(ManagerOptions options) : options_(std::move(options)) {
+  launcher_ = options_.launcher;
+  if (launcher_ == nullptr) {
+    own_launcher_ = std::make_unique<ExecSelfJobLauncher>();
+    launcher_ = own_launcher_.get();
+  }
+}
+
+DaemonManager::~DaemonManager() {
+  for (auto& [pid, r] : running_) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    if (publisher_) publisher_->Discard(r.stage);
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+absl::Status DaemonManager::Start() {
+  auto pub = Publisher::Create(options_.output);
+  if (!pub.ok()) return absl::UnavailableError(pub.status().message());
+  publisher_ = std::move(*pub);
+  publisher_->set_delay_before_rename_ms(options_.publish_delay_ms);
+  std::string lock_path = options_.output + "/LOCK";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    return absl::UnavailableError(absl::StrCat("output unwritable: cannot open '", lock_path, "': ",
+                                               std::strerror(errno)));
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "output '", options_.output, "' is locked by another sentierd (", lock_path, ")"));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("cannot lock '", lock_path, "': ", std::strerror(errno)));
+  }
+  std::string pid_text = absl::StrCat(::getpid(), "\n");
+  (void)!::ftruncate(lock_fd_, 0);
+  (void)!::pwrite(lock_fd_, pid_text.data(), pid_text.size(), 0);
+
+  WatcherOptions wopts;
+  wopts.root = options_.registry;
+  wopts.max_model_bytes = options_.max_model_bytes;
+  wopts.shard_index = options_.shard_index;
+  wopts.shard_count = options_.shard_count;
+  auto watcher = RegistryWatcher::Create(wopts);
+  if (!watcher.ok()) return absl::UnavailableError(watcher.status().message());
+  watcher_ = std::move(*watcher);
+
+  auto cleaned = publisher_->CleanStaleTemps();
+  if (!cleaned.ok()) {
+    return absl::UnavailableError(absl::StrCat("output unwritable: ", cleaned.status().message()));
+  }
+  if (*cleaned > 0) LOG(INFO) << "start-up: removed " << *cleaned << " stale temp entries";
+  std::string meta = options_.output + "/.sentierd";
+  if (::mkdir(meta.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(absl::StrCat("output unwritable: cannot create '", meta, "': ",
+                                               std::strerror(errno)));
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(meta, ec)) {
+    if (absl::StartsWith(e.path().filename().string(), ".tmp-")) RemoveTree(e.path()).IgnoreError();
+  }
+  state_path_ = meta + "/state.json";
+  auto state = DaemonState::Load(state_path_);
+  if (!state.ok()) {
+    LOG(ERROR) << "state: " << state.status().message() << "; rebuilding from published reports";
+  } else {
+    state_ = std::move(*state);
+  }
+  Reconcile();
+
+  rules_ = std::make_unique<RulesTracker>(options_.rule_paths, meta);
+  if (!rules_->MaybeReload()) {
+    return absl::InvalidArgumentError("no usable rule set (see the error above)");
+  }
+  return absl::OkStatus();
+}
+
+double DaemonManager::RetryLater(const std::string& key) {
+  Backoff& b = backoff_[key];
+  b.delay_s = b.delay_s == 0 ? 1.0 : std::min(2 * b.delay_s, 60.0);
+  b.next = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(b.delay_s * 1000));
+  return b.delay_s;
+}
+
+void DaemonManager::Reconcile() {
+  // A publish whose state update was lost (crash between rename and state write) is adopted.
+  std::error_code ec;
+  for (const auto& m : std::filesystem::directory_iterator(publisher_->root(), ec)) {
+    std::string model = m.path().filename().string();
+    if (!IsValidModelName(model) || !m.is_directory()) continue;
+    for (const auto& v : std::filesystem::directory_iterator(m.path(), ec)) {
+      int64_t version = 0;
+      if (!ParseVersionName(v.path().filename().string(), &version)) continue;
+      auto text = ReadFile((v.path() / "report.json").string());
+      if (!text.ok()) continue;
+      try {
+        nlohmann::json r = nlohmann::json::parse(*text);
+        const VersionRecord* have = state_.Find(model, version);
+        std::string sig = r.value("source_signature", "");
+        std::string fp = r.value("rules_fingerprint", "");
+        if (have != nullptr && have->signature == sig && have->rules_fp == fp) continue;
+        VersionRecord rec;
+        rec.status = r.value("status", "");
+        rec.reason = r.value("reason", "");
+        rec.signature = sig;
+        rec.rules_fp = fp;
+        rec.arch_fp = r.value("architecture_fingerprint", "");
+        rec.artifact_sha = r.value("artifact_sha256", "");
+        state_.Set(model, version, rec);
+        LOG(INFO) << Tag(model, version) << "state: adopted the published report";
+      } catch (const std::exception& e) {
+        LOG(WARNING) << Tag(model, version) << "state: unreadable report.json: " << e.what();
+      }
+    }
+  }
+}
+
+absl::StatusOr<int> DaemonManager::PollAndPlan() {
+  rules_->MaybeReload();
+  auto snap = watcher_->PollOnce();
+  ++polls_;
+  {
+    std::lock_guard<std::mutex> l(metrics_.mu);
+    metrics_.last_poll_unix =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  if (!snap.ok()) return snap.status();
+  for (const auto& [m, vs] : snap->models) models_seen_.insert(m);
+  // --once: wait (a bounded number of polls) until every version has settled.
+  bool plan = !options_.once || (polls_ >= 2 && (snap->unsettled == 0 || polls_ >= 30));
+  if (!plan) return 0;
+  std::set<std::string> busy = busy_;
+  for (const Job& q : queue_) busy.insert(q.Key());
+  for (const auto& [key, b] : backoff_) {
+    if (b.next > Clock::now()) busy.insert(key);
+  }
+  int queued = 0;
+  for (Job& j : JobPlanner::Plan(*snap, state_, rules_->fingerprint(), busy)) {
+    queue_.push_back(std::move(j));
+    ++queued;
+  }
+  if (options_.once) {
+    once_planned_ = true;
+    if (snap->unsettled > 0) {
+      LOG(WARNING) << snap->unsettled << " version(s) still changing; left for a later run";
+    }
+  }
+  UpdateGauges();
+  return queued;
+}
+
+int DaemonManager::DispatchReady() {
+  int started = 0;
+  while (!queue_.empty() && static_cast<int>(running_.size()) < options_.workers) {
+    Job j = std::move(queue_.front());
+    queue_.pop_front();
+    Dispatch(std::move(j));
+    ++started;
+  }
+  UpdateGauges();
+  return started;
+}
+
+void DaemonManager::UpdateGauges() {
+  std::lock_guard<std::mutex> l(metrics_.mu);
+  metrics_.queue_depth = static_cast<int64_t>(queue_.size());
+  metrics_.in_flight = static_cast<int64_t>(running_.size());
+}
+
+void DaemonManager::Dispatch(Job job) {
+  const VersionInfo& v = job.source;
+  {
+    std::lock_guard<std::mutex> l(metrics_.mu);
+    ++metrics_.seen;
+  }
+  auto stage = publisher_->MakeStagingDir(v.model, v.version);
+  if (!stage.ok()) {
+    LOG(ERROR) << Tag(v.model, v.version) << stage.status().message();
+    return;
+  }
+  if (!v.refused_reason.empty()) {
+    LOG(WARNING) << Tag(v.model, v.version) << "refused: " << v.refused_reason;
+    nlohmann::json r = {{"status", "rejected"},
+                        {"reason", absl::StrCat("refused: ", v.refused_reason, ".")}};
+    PublishResult(job, *stage, r, 0);
+    return;
+  }
+  LOG(INFO) << Tag(v.model, v.version) << "job started (" << job.why << ")";
+  JobSpec spec;
+  spec.model = v.model;
+  spec.version = v.version;
+  spec.source_dir = v.dir;
+  spec.stage_dir = *stage;
+  spec.rules_dir = rules_->dir();
+  spec.mode = options_.mode;
+  spec.device = options_.job_device;
+  spec.memory_margin = options_.memory_margin;
+  spec.select_rules = options_.select_rules;
+  spec.param_layout = options_.param_layout;
+  pid_t pid = launcher_->Launch(spec);
+  if (pid < 0) {
+    LOG(ERROR) << Tag(v.model, v.version) << "fork failed: " << std::strerror(errno);
+    publisher_->Discard(*stage);
+    return;
+  }
+  Running r;
+  r.job = std::move(job);
+  r.pid = pid;
+  r.stage = *stage;
+  r.rules_fp = rules_->fingerprint();
+  r.start = Clock::now();
+  busy_.insert(r.job.Key());
+  running_[pid] = std::move(r);
+}
+
+int DaemonManager::ReapFinished(bool block) {
+  int reaped = 0;
+  int status = 0;
+  pid_t pid;
+  bool wait = block && !running_.empty();
+  while (!running_.empty() && (pid = ::waitpid(-1, &status, wait ? 0 : WNOHANG)) > 0) {
+    wait = false;
+    auto it = running_.find(pid);
+    if (it == running_.end()) continue;
+    Running r = std::move(it->second);
+    running_.erase(it);
+    busy_.erase(r.job.Key());
+    Finish(std::move(r), status);
+    ++reaped;
+  }
+  UpdateGauges();
+  return reaped;
+}
+
+void DaemonManager::KillOverdue() {
+  Clock::time_point now = Clock::now();
+  for (auto& [p, r] : running_) {
+    if (!r.timed_out && now - r.start > std::chrono::seconds(options_.job_timeout_s)) {
+      r.timed_out = true;
+      LOG(WARNING) << Tag(r.job.source.model, r.job.source.version) << "timed out after "
+                   << options_.job_timeout_s << " s; killing the job process";
+      ::kill(p, SIGKILL);
+    }
+  }
+}
+
+void DaemonManager::Finish(Running r, int wait_status) {
+  double seconds = std::chrono::duration<double>(Clock::now() - r.start).count();
+  if (!r.timed_out && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kJobExitOutputFailed) {
+    // The output could not be written (the job logged why): nothing is recorded, nothing is
+    // published, and the version is planned again at the next poll.
+    double delay = RetryLater(r.job.Key());
+    LOG(ERROR) << Tag(r.job.source.model, r.job.source.version)
+               << "output not written (see the job's error above); retried in " << delay << " s";
+    publisher_->Discard(r.stage);
+    std::lock_guard<std::mutex> l(metrics_.mu);
+    ++metrics_.output_errors;
+    return;
+  }
+  nlohmann::json report;
+  auto text = ReadFile(r.stage + "/job.json");
+  bool clean_exit = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  if (r.timed_out) {
+    report = {{"status", "rejected"},
+              {"reason", absl::StrCat("timed out after ", options_.job_timeout_s,
+                                      " s (--job_timeout_s); the job process was killed.")}};
+  } else if (!clean_exit || !text.ok()) {
+    std::string how = WIFSIGNALED(wait_status)
+                          ? absl::StrCat("job process crashed (signal ", WTERMSIG(wait_status),
+                                         ": ", strsignal(WTERMSIG(wait_status)), ").")
+                          : absl::StrCat("job process exited with status ",
+                                         WEXITSTATUS(wait_status), " without a result.");
+    report = {{"status", "rejected"}, {"reason", how}};
+  } else {
+    try {
+      report = nlohmann::json::parse(*text);
+    } catch (const std::exception& e) {
+      report = {{"status", "rejected"}, {"reason", "job result unreadable."}};
+    }
+  }
+  ::unlink((r.stage + "/job.json").c_str());
+  if (report.value("status", "") == "rejected") ::unlink((r.stage + "/model.pt").c_str());
+  report["rules_fingerprint"] = r.rules_fp;
+  PublishResult(r.job, r.stage, report, seconds);
+}
+
+void DaemonManager::PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
+                                  double seconds) {
+  const VersionInfo& v = job.source;
+  // The job writes the report (runtime/report.h); reports the daemon makes itself (a crash, a
+  // time-out) get the same header, so every report.json follows runtime/report_schema.json.
+  report["schema_version"] = kReportSchemaVersion;
+  report["tool"] = "sentierd";
+  if (!report.contains("rules_fingerprint")) report["rules_fingerprint"] = rules_->fingerprint();
+  report["model"] = v.model;
+  report["version"] = v.version;
+  report["source_signature"] = v.signature;
+  report["trigger"] = job.why;
+  report["mode"] = options_.mode;
+  std::string arch = report.value("architecture_fingerprint", "");
+  std::string prev = state_.PreviousArchFp(v.model, v.version);
+  if (!arch.empty()) {
+    if (prev.empty()) {
+      report["architecture_changed"] = nullptr;  // no earlier version to compare with
+    } else {
+      report["architecture_changed"] = prev != arch;
+    }
+  }
+  if (!report.contains("timings_ms")) report["timings_ms"] = nlohmann::json::object();
+  report["timings_ms"]["job_total"] = seconds * 1000.0;
+  std::string status = report.value("status", "rejected");
+  std::string reason = report.value("reason", "");
+  absl::Status st = WriteFileSynced(stage + "/report.json", report.dump(2) + "\n");
+  if (st.ok()) st = publisher_->Publish(stage, v.model, v.version, status == "rejected");
+  VersionRecord rec;
+  rec.status = status;
+  rec.reason = reason;
+  rec.signature = v.signature;
+  rec.rules_fp = report.value("rules_fingerprint", "");
+  rec.arch_fp = arch;
+  rec.artifact_sha = report.value("artifact_sha256", "");
+  if (absl::IsFailedPrecondition(st)) {
+    LOG(WARNING) << Tag(v.model, v.version) << st.message() << ": " << reason;
+    rec.kept_earlier = true;
+    const VersionRecord* old = state_.Find(v.model, v.version);
+    if (old != nullptr) {
+      rec.arch_fp = old->arch_fp;
+      rec.artifact_sha = old->artifact_sha;
+    }
+  } else if (!st.ok()) {
+    double delay = RetryLater(job.Key());
+    LOG(ERROR) << Tag(v.model, v.version) << "publish failed: " << st.message() << "; retried in "
+               << delay << " s";
+    publisher_->Discard(stage);
+    return;  // not recorded: retried later
+  }
+  state_.Set(v.model, v.version, rec);
+  backoff_.erase(job.Key());
+  absl::Status saved = state_.Save(state_path_);
+  if (!saved.ok()) LOG(ERROR) << "state: " << saved.message();
+  {
+    std::lock_guard<std::mutex> l(metrics_.mu);
+    if (status == "optimized") ++metrics_.optimized;
+    else if (status == "unchanged") ++metrics_.unchanged;
+    else ++metrics_.rejected;
+    metrics_.job_seconds_sum += seconds;
+    ++metrics_.job_count;
+  }
+  std::string detail;
+  if (report.contains("nodes_before")) {
+    detail = absl::StrCat(" (", report.value("rewrites", 0), " rewrites; nodes ",
+                          report.value("nodes_before", 0), " -> ", report.value("nodes_after", 0),
+                          "; aten ops per forward ", report.value("aten_ops_per_forward_before", 0),
+                          " -> ", report.value("aten_ops_per_forward_after", 0), ")");
+  }
+  LOG(INFO) << Tag(v.model, v.version) << "published " << status << ": " << reason << detail
+            << " in " << static_cast<int64_t>(seconds * 1000) << " ms";
+}
+
+std::string DaemonManager::Summary() const {
+  std::ostringstream out;
+  for (const auto& [model, versions] : state_.models()) {
+    if (!models_seen_.count(model)) continue;
+    std::vector<std::string> parts;
+    for (const auto& [v, r] : versions) {
+      parts.push_back(absl::StrCat("v", v, " ", r.status, r.kept_earlier ? " (kept earlier)" : ""));
+    }
+    const auto& last = *versions.rbegin();
+    std::string arch;
+    std::string prev = state_.PreviousArchFp(model, last.first);
+    if (!prev.empty() && !last.second.arch_fp.empty()) {
+      arch = prev != last.second.arch_fp ? " (architecture changed)" : " (same architecture)";
+    }
+    out << "sentierd: " << model << ": " << absl::StrJoin(parts, ", ") << "; latest v" << last.first
+        << arch << "\n";
+  }
+  return out.str();
+}
+
+absl::Status DaemonManager::Run(int signal_fd) {
+  bool stopping = false;
+  Clock::time_point stop_deadline;
+  Clock::time_point next_poll = Clock::now();
+  for (;;) {
+    Clock::time_point now = Clock::now();
+    if (!stopping && now >= next_poll && !(options_.once && once_planned_)) {
+      next_poll = now + std::chrono::milliseconds(options_.poll_interval_ms);
+      auto planned = PollAndPlan();
+      if (!planned.ok()) {
+        LOG(ERROR) << planned.status().message();
+        if (options_.once) return absl::UnavailableError(planned.status().message());
+      }
+    }
+    if (!stopping) DispatchReady();
+    if (options_.once && once_planned_ && queue_.empty() && running_.empty()) break;
+    if (stopping && running_.empty()) break;
+
+    int wait_ms = 100;
+    if (!options_.once || !once_planned_) {
+      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(next_poll - Clock::now());
+      wait_ms = std::max<int>(1, std::min<int>(wait_ms, static_cast<int>(until.count()) + 1));
+    }
+    struct pollfd pfd = {signal_fd, POLLIN, 0};
+    ::poll(&pfd, 1, wait_ms);
+    char buf[64];
+    ssize_t n;
+    while ((n = ::read(signal_fd, buf, sizeof(buf))) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if ((buf[i] == SIGTERM || buf[i] == SIGINT) && !stopping) {
+          stopping = true;
+          stop_deadline = Clock::now() + std::chrono::seconds(options_.shutdown_grace_s);
+          LOG(INFO) << "signal " << static_cast<int>(buf[i]) << ": taking no new work; "
+                    << running_.size() << " job(s) running";
+        }
+      }
+    }
+    ReapFinished(/*block=*/false);
+    KillOverdue();
+    if (stopping && Clock::now() > stop_deadline) {
+      for (auto& [p, r] : running_) {
+        LOG(WARNING) << Tag(r.job.source.model, r.job.source.version)
+                     << "grace period over; abandoning the job (redone at the next start)";
+        ::kill(p, SIGKILL);
+        ::waitpid(p, nullptr, 0);
+        publisher_->Discard(r.stage);
+      }
+      running_.clear();
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sentier

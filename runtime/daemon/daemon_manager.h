@@ -1,0 +1,166 @@
+// daemon_manager.h — sentierd's manager: owns the output (lock, publisher, state), polls the
+// registry, plans jobs, runs them in child processes with a time limit, publishes their results
+// and retries versions whose output could not be written.
+//
+// TF Serving's split: RegistryWatcher (source) -> JobPlanner (policy) + DaemonManager (this:
+// queue, workers, backoff, time-outs, reconcile, metrics) -> Publisher (loader). Each step is a
+// method that tests call directly, without sleeps: PollAndPlan(), DispatchReady(),
+// ReapFinished(block), KillOverdue(). Run() is the event loop over them. Jobs are started
+// through a JobLauncher (the default re-executes this binary with `--job`), which tests replace.
+// No flags are read here: sentierd builds ManagerOptions from its flags.
+//
+//   ManagerOptions o;  o.registry = "REG";  o.output = "OUT";  o.once = true;
+//   DaemonManager m(o);
+//   absl::Status st = m.Start();      // see Start() for the status codes
+//   if (st.ok()) st = m.Run(signal_fd);
+#ifndef SENTIER_RUNTIME_DAEMON_DAEMON_MANAGER_H_
+#define SENTIER_RUNTIME_DAEMON_DAEMON_MANAGER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "runtime/daemon/daemon_metrics.h"
+#include "runtime/daemon/daemon_state.h"
+#include "runtime/daemon/job_planner.h"
+#include "runtime/daemon/optimize_job.h"
+#include "runtime/daemon/publisher.h"
+#include "runtime/daemon/registry_watcher.h"
+#include "runtime/daemon/rules_tracker.h"
+
+namespace sentier {
+
+// JobLauncher: starts one job for `spec` in a child process and returns its pid (-1 with errno
+// set when it could not start). The child writes spec.stage_dir/job.json (RunOptimizeJob) and
+// exits 0, or exits kJobExitOutputFailed when it could not write its output.
+class JobLauncher {
+ public:
+  virtual ~JobLauncher() = default;
+  virtual pid_t Launch(const JobSpec& spec) = 0;
+};
+
+// ExecSelfJobLauncher: fork + exec of /proc/self/exe with sentierd's hidden --job flags (the
+// child gets its own process group, dies with the daemon, and default signal handling).
+class ExecSelfJobLauncher : public JobLauncher {
+ public:
+  pid_t Launch(const JobSpec& spec) override;
+};
+
+struct ManagerOptions {
+  std::string registry;                 // REG
+  std::string output;                   // OUT (owned: locked while the manager runs)
+  std::vector<std::string> rule_paths;  // rule files or directories
+  bool once = false;                    // one pass over everything settled, then Run returns
+  int workers = 1;
+  int poll_interval_ms = 2000;
+  int job_timeout_s = 600;
+  int shutdown_grace_s = 30;
+  int64_t max_model_bytes = 4LL << 30;  // 0: no limit
+  int shard_index = 0, shard_count = 1;
+  // What every job is told (JobSpec): mode, device (resolved: cpu or cuda), memory margin,
+  // whether to select rules by timing, and the default parameter layout.
+  std::string mode = "both";
+  std::string job_device = "cpu";
+  double memory_margin = 0.01;
+  bool select_rules = false;
+  std::string param_layout = "original";
+  // Milliseconds the publisher waits before each publishing rename (crash tests; 0 in use).
+  int publish_delay_ms = 0;
+  // Starts the jobs; null = an ExecSelfJobLauncher owned by the manager.
+  JobLauncher* launcher = nullptr;
+};
+
+class DaemonManager {
+ public:
+  explicit DaemonManager(ManagerOptions options);
+  ~DaemonManager();
+
+  // Start: creates and locks OUT, removes stale temporaries, loads the state (a corrupt state
+  // is rebuilt from the published reports), adopts published reports the state lacks, loads the
+  // rules. Errors: FailedPrecondition (OUT is locked by another sentierd), InvalidArgument (no
+  // usable rule set), Unavailable (registry unreadable or output unwritable), Internal.
+  absl::Status Start();
+
+  // Run: the event loop until --once is done, or a SIGTERM/SIGINT byte arrives on `signal_fd`
+  // (a self-pipe; SIGCHLD bytes only wake it) and the running jobs have finished (or the grace
+  // period is over: their versions are redone at the next start). Unavailable when the registry
+  // cannot be read during a --once pass.
+  absl::Status Run(int signal_fd);
+
+  // ---- the steps of Run, callable directly ----
+  // PollAndPlan: reloads changed rules, polls the registry, queues the jobs the planner gives
+  // (--once: only once every version has settled, or after 30 polls). Returns the number queued.
+  absl::StatusOr<int> PollAndPlan();
+  // DispatchReady: starts queued jobs while fewer than `workers` run. Returns the number started.
+  int DispatchReady();
+  // ReapFinished: collects finished job processes (waiting for at least one when `block` and
+  // one runs) and publishes their results. Returns the number collected.
+  int ReapFinished(bool block);
+  // KillOverdue: kills jobs running longer than job_timeout_s (they are rejected when reaped).
+  void KillOverdue();
+
+  // Summary: one line per model seen by this run: "sentierd: <model>: v1 optimized, ...".
+  std::string Summary() const;
+  DaemonMetrics& metrics() { return metrics_; }
+  const DaemonState& state() const { return state_; }
+  size_t queued() const { return queue_.size(); }
+  size_t running() const { return running_.size(); }
+  bool once_planned() const { return once_planned_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Running {
+    Job job;
+    pid_t pid = -1;
+    std::string stage;
+    std::string rules_fp;
+    Clock::time_point start;
+    bool timed_out = false;
+  };
+  struct Backoff {
+    Clock::time_point next;
+    double delay_s = 0;
+  };
+
+  void Reconcile();
+  void Dispatch(Job job);
+  void Finish(Running r, int wait_status);
+  void PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
+                     double seconds);
+  double RetryLater(const std::string& key);
+  void UpdateGauges();
+
+  ManagerOptions options_;
+  std::unique_ptr<JobLauncher> own_launcher_;
+  JobLauncher* launcher_ = nullptr;
+  int lock_fd_ = -1;
+  std::unique_ptr<RegistryWatcher> watcher_;
+  std::unique_ptr<Publisher> publisher_;
+  std::unique_ptr<RulesTracker> rules_;
+  DaemonState state_;
+  std::string state_path_;
+  std::deque<Job> queue_;
+  std::map<pid_t, Running> running_;
+  std::set<std::string> busy_;
+  DaemonMetrics metrics_;
+  std::set<std::string> models_seen_;
+  // Versions whose output could not be written wait before they are tried again: 1 s, doubling
+  // up to 60 s, per version; forgotten once the version is recorded.
+  std::map<std::string, Backoff> backoff_;
+  int polls_ = 0;
+  bool once_planned_ = false;
+};
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_DAEMON_DAEMON_MANAGER_H_
