@@ -113,6 +113,7 @@ class DaemonManager {
   std::string Summary() const;
   DaemonMetrics& metrics() { return metrics_; }
   const DaemonState& state() const { return state_; }
+  const std::deque<Job>& queue() const { return queue_; }
   size_t queued() const { return queue_.size(); }
   size_t running() const { return running_.size(); }
   bool once_planned() const { return once_planned_; }

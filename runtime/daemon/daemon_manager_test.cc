@@ -1,0 +1,222 @@
+// Unit tests of DaemonManager, one step at a time (PollAndPlan, DispatchReady, ReapFinished) with
+// a fake JobLauncher whose children act by model name: publish, crash, write garbage, or fail
+// to write their output. No sleeps: ReapFinished(block=true) waits for the children.
+#include "runtime/daemon/daemon_manager.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/file_util.h"
+
+namespace sentier {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kRule[] = R"(rule squeeze_of_unsqueeze
+  family normalize
+  description squeeze(unsqueeze(x, d), d) == x
+  match
+    %u = aten::unsqueeze(%x, $d)
+    %y = aten::squeeze(%u, $d)
+  rewrite
+    replace %y with %x
+end
+)";
+
+// In the child only async-signal-safe calls: open/write/close and _exit.
+void WriteRaw(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) _exit(3);
+  (void)!::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
+class FakeLauncher : public JobLauncher {
+ public:
+  pid_t Launch(const JobSpec& spec) override {
+    launched.insert(absl::StrCat(spec.model, "/", spec.version));
+    last = spec;
+    std::string job = spec.stage_dir + "/job.json", model = spec.stage_dir + "/model.pt";
+    pid_t pid = ::fork();
+    if (pid != 0) return pid;
+    if (spec.model == "crash") std::abort();
+    if (spec.model == "nospace") _exit(kJobExitOutputFailed);
+    if (spec.model == "garbage") {
+      WriteRaw(job, "{not json");
+      _exit(0);
+    }
+    WriteRaw(model, "artifact");
+    WriteRaw(job, R"({"status": "optimized", "reason": "test", "architecture_fingerprint": "a1"})");
+    _exit(0);
+  }
+  std::set<std::string> launched;
+  JobSpec last;
+};
+
+class DaemonManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) /
+            (std::string("mgr_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(RemoveTree(root_.string()).ok());
+    fs::create_directories(root_ / "reg");
+    ASSERT_TRUE(WriteFileSynced((root_ / "my.rules").string(), kRule).ok());
+    options_.registry = (root_ / "reg").string();
+    options_.output = (root_ / "out").string();
+    options_.rule_paths = {(root_ / "my.rules").string()};
+    options_.workers = 8;
+    options_.param_layout = "stacked";
+    options_.launcher = &launcher_;
+  }
+  void AddVersion(const std::string& model, int v, const std::string& bytes = "model") {
+    fs::path d = root_ / "reg" / model / std::to_string(v);
+    fs::create_directories(d);
+    ASSERT_TRUE(WriteFileSynced((d / "model.pt").string(), bytes).ok());
+    ASSERT_TRUE(WriteFileSynced((d / "inputs.pt").string(), "inputs").ok());
+  }
+  // Two polls (a version is taken once it has not changed for one poll), then every job run.
+  int PlanAndRunAll(DaemonManager& m) {
+    auto first = m.PollAndPlan();
+    EXPECT_TRUE(first.ok()) << first.status();
+    auto second = m.PollAndPlan();
+    EXPECT_TRUE(second.ok()) << second.status();
+    int planned = first.value_or(0) + second.value_or(0);
+    m.DispatchReady();
+    while (m.running() > 0) m.ReapFinished(/*block=*/true);
+    return planned;
+  }
+  std::string Report(const std::string& model, int v) {
+    return ReadFile((root_ / "out" / model / std::to_string(v) / "report.json").string())
+        .value_or("<none>");
+  }
+  fs::path root_;
+  FakeLauncher launcher_;
+  ManagerOptions options_;
+};
+
+TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
+  AddVersion("good", 1);
+  AddVersion("crash", 1);
+  AddVersion("garbage", 1);
+  DaemonManager m(options_);
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_EQ(PlanAndRunAll(m), 3);
+  EXPECT_EQ(launcher_.launched, (std::set<std::string>{"good/1", "crash/1", "garbage/1"}));
+  EXPECT_EQ(launcher_.last.param_layout, "stacked");  // options reach the job
+
+  std::string good = Report("good", 1);
+  EXPECT_TRUE(absl::StrContains(good, "\"status\": \"optimized\"")) << good;
+  EXPECT_TRUE(absl::StrContains(good, "\"tool\": \"sentierd\"")) << good;
+  EXPECT_TRUE(absl::StrContains(good, "\"trigger\": \"new version\"")) << good;
+  EXPECT_EQ(ReadFile((root_ / "out" / "good" / "1" / "model.pt").string()).value_or(""), "artifact");
+  std::string crash = Report("crash", 1);
+  EXPECT_TRUE(absl::StrContains(crash, "job process crashed (signal 6")) << crash;
+  EXPECT_FALSE(fs::exists(root_ / "out" / "crash" / "1" / "model.pt"));
+  EXPECT_TRUE(absl::StrContains(Report("garbage", 1), "job result unreadable."));
+
+  ASSERT_NE(m.state().Find("good", 1), nullptr);
+  EXPECT_EQ(m.state().Find("good", 1)->status, "optimized");
+  EXPECT_EQ(m.state().Find("crash", 1)->status, "rejected");
+  {
+    std::lock_guard<std::mutex> l(m.metrics().mu);
+    EXPECT_EQ(m.metrics().seen, 3);
+    EXPECT_EQ(m.metrics().optimized, 1);
+    EXPECT_EQ(m.metrics().rejected, 2);
+  }
+  // Nothing new: the next poll plans nothing.
+  auto again = m.PollAndPlan();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0);
+  EXPECT_NE(m.Summary().find("sentierd: good: v1 optimized; latest v1"), std::string::npos)
+      << m.Summary();
+}
+
+TEST_F(DaemonManagerTest, OutputFailureIsNotRecordedAndWaitsBeforeRetry) {
+  AddVersion("nospace", 1);
+  DaemonManager m(options_);
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_EQ(PlanAndRunAll(m), 1);
+  EXPECT_FALSE(fs::exists(root_ / "out" / "nospace" / "1"));
+  EXPECT_EQ(m.state().Find("nospace", 1), nullptr);
+  {
+    std::lock_guard<std::mutex> l(m.metrics().mu);
+    EXPECT_EQ(m.metrics().output_errors, 1);
+  }
+  // Backed off (1 s): an immediate poll does not plan it again.
+  auto again = m.PollAndPlan();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0);
+}
+
+TEST_F(DaemonManagerTest, RefusedVersionIsRejectedWithoutAJob) {
+  options_.max_model_bytes = 10;
+  AddVersion("huge", 1, std::string(100, 'x'));
+  DaemonManager m(options_);
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_EQ(PlanAndRunAll(m), 1);
+  EXPECT_TRUE(launcher_.launched.empty());
+  std::string r = Report("huge", 1);
+  EXPECT_TRUE(absl::StrContains(r, "refused: ")) << r;
+  EXPECT_TRUE(absl::StrContains(r, "max_model_bytes")) << r;
+}
+
+TEST_F(DaemonManagerTest, ChangedRulesReprocessTheLatestVersionOnly) {
+  AddVersion("good", 1);
+  AddVersion("good", 2);
+  DaemonManager m(options_);
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_EQ(PlanAndRunAll(m), 2);
+  std::string edited = std::string(kRule);
+  edited.replace(edited.find("squeeze_of_unsqueeze"), 20, "squeeze_after_unsqueeze");
+  ASSERT_TRUE(WriteFileSynced((root_ / "my.rules").string(), edited).ok());
+  auto planned = m.PollAndPlan();
+  ASSERT_TRUE(planned.ok());
+  ASSERT_EQ(*planned, 1);
+  EXPECT_EQ(m.queue().front().Key(), "good/2");
+  EXPECT_EQ(m.queue().front().why, "rules changed");
+  EXPECT_TRUE(m.queue().front().reprocess);
+}
+
+TEST_F(DaemonManagerTest, OncePlansOnlyAfterVersionsSettle) {
+  options_.once = true;
+  AddVersion("good", 1);
+  DaemonManager m(options_);
+  ASSERT_TRUE(m.Start().ok());
+  auto first = m.PollAndPlan();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, 0);
+  EXPECT_FALSE(m.once_planned());
+  auto second = m.PollAndPlan();
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, 1);
+  EXPECT_TRUE(m.once_planned());
+}
+
+TEST_F(DaemonManagerTest, SecondManagerOnOneOutputIsRefused) {
+  DaemonManager first(options_);
+  ASSERT_TRUE(first.Start().ok());
+  DaemonManager second(options_);
+  absl::Status st = second.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "is locked by another sentierd")) << st;
+}
+
+TEST_F(DaemonManagerTest, BrokenRulesAtStartAreInvalidArgument) {
+  ASSERT_TRUE(WriteFileSynced((root_ / "my.rules").string(), "rule broken\n").ok());
+  DaemonManager m(options_);
+  absl::Status st = m.Start();
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+}
+
+}  // namespace
+}  // namespace sentier
