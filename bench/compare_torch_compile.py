@@ -28,6 +28,18 @@ training step beyond what was allocated before it.
     python3 bench/compare_torch_compile.py --export_dir=$OUT/models [--models=dlrm,mmoe]
         [--modes=eager,ts_original,ts_sentier,compile,compile_optimus] [--timeout=240]
         [--steps=20] [--markdown=$OUT/compare.md] [--json=$OUT/compare.json]
+        [--ts_executor=default|no_optimize] [--corpus_dir=testdata/models]
+
+TorchScript modes run with the executor's defaults (its CUDA fuser on), as users run archives;
+--ts_executor=no_optimize turns the graph executor's optimizations off (the setting of the
+first recorded runs). Mode ts_sentier_stacked loads optimized_stacked.pt (an artifact written
+with --param_layout=stacked).
+
+Corpus models (--corpus_dir): the export dir then holds, per model of testdata/models,
+original.pt (the Python-scripted archive), optimized.pt / optimized_stacked.pt (sentier_opt
+artifacts) and inputs.pt (any structure: tuples, lists, dicts of tensors); the Python module for
+eager and compiled modes is built from testdata/models/make_corpus.py and loaded with the
+archive's state dict (see tools/gpu/corpus_targets.sh).
 """
 
 import argparse
@@ -42,7 +54,10 @@ import tempfile
 import time
 
 ALL_MODES = ["eager", "ts_original", "ts_sentier", "compile", "compile_optimus"]
-UNCOMPILED = ["eager", "ts_original", "ts_sentier"]
+KNOWN_MODES = ALL_MODES + ["ts_sentier_stacked"]
+UNCOMPILED = ["eager", "ts_original", "ts_sentier", "ts_sentier_stacked"]
+TS_ARCHIVE = {"ts_original": "original.pt", "ts_sentier": "optimized.pt",
+              "ts_sentier_stacked": "optimized_stacked.pt"}
 LR = 1e-3
 
 # Optimus fusions wanted (Optimus' own names); only those this torch knows are enabled.
@@ -102,15 +117,50 @@ def enable_optimus():
             "known_pre": sorted(known_pre), "known_post": sorted(known_post)}
 
 
+def to_device(v, device):
+    import torch
+    if isinstance(v, torch.Tensor):
+        return v.to(device)
+    if isinstance(v, (list, tuple)):
+        out = [to_device(x, device) for x in v]
+        return out if isinstance(v, list) else tuple(out)
+    if isinstance(v, dict):
+        return {k: to_device(x, device) for k, x in v.items()}
+    return v
+
+
+def float_tensors(v):
+    import torch
+    if isinstance(v, torch.Tensor):
+        return [v] if v.is_floating_point() else []
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in float_tensors(x)]
+    if isinstance(v, dict):
+        return [t for k in sorted(v) for t in float_tensors(v[k])]
+    return []
+
+
 def load_inputs(path, device):
     import torch
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - older formats / weights_only refusals
         obj = torch.load(path, map_location="cpu", weights_only=False)
-    if isinstance(obj, torch.Tensor):
+    if not isinstance(obj, tuple):
         obj = (obj,)
-    return tuple(t.to(device) for t in obj)
+    return to_device(obj, device)
+
+
+def corpus_module(corpus_dir, model_dir, name, device):
+    """The corpus model as written in Python (testdata/models/make_corpus.py), with the
+    archive's parameters and buffers (strict)."""
+    import torch
+    sys.path.insert(0, os.path.abspath(corpus_dir))
+    import make_corpus  # noqa: E402 - the corpus's own module
+    module, _, _ = make_corpus.REGISTRY[name](1)
+    ts = torch.jit.load(os.path.join(model_dir, "original.pt"), map_location="cpu")
+    module.load_state_dict({k: v.detach().clone() for k, v in ts.state_dict().items()}, strict=True)
+    return module.to(device)
 
 
 def python_module(model_dir, name, device):
@@ -152,7 +202,7 @@ def count_kernels(step, torch):
 
 
 def median_ms(step, steps, torch):
-    for _ in range(3):
+    for _ in range(5):  # TorchScript's profiling runs, then its optimized plan
         step()
     torch.cuda.synchronize()
     times = []
@@ -164,24 +214,26 @@ def median_ms(step, steps, torch):
     return statistics.median(times)
 
 
-def run_mode(model_dir, name, mode, steps):
+def run_mode(model_dir, name, mode, steps, ts_executor="default", corpus_dir=""):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     res = {"model": name, "mode": mode}
     inputs = load_inputs(os.path.join(model_dir, "inputs.pt"), dev)
-    res["batch"] = int(inputs[0].shape[0])
+    first = float_tensors(inputs) or [t for t in [inputs[0]] if isinstance(t, torch.Tensor)]
+    res["batch"] = int(first[0].shape[0]) if first else None
     if mode.startswith("ts_"):
-        try:
-            torch._C._set_graph_executor_optimize(False)  # as model_bench / sentier_check
-        except Exception:  # noqa: BLE001
-            pass
-        fname = "original.pt" if mode == "ts_original" else "optimized.pt"
-        model = torch.jit.load(os.path.join(model_dir, fname), map_location=dev)
+        if ts_executor == "no_optimize":
+            torch._C._set_graph_executor_optimize(False)
+        res["ts_executor"] = ts_executor
+        model = torch.jit.load(os.path.join(model_dir, TS_ARCHIVE[mode]), map_location=dev)
         params = [p for p in model.parameters() if p.is_floating_point()]
     else:
-        module = python_module(model_dir, name, dev)
+        if corpus_dir:
+            module = corpus_module(corpus_dir, model_dir, name, dev)
+        else:
+            module = python_module(model_dir, name, dev)
         params = [p for p in module.parameters() if p.is_floating_point()]
         model = module
         if mode.startswith("compile"):
@@ -197,8 +249,7 @@ def run_mode(model_dir, name, mode, steps):
         p.requires_grad_(True)
 
     def train_step():
-        out = model(*inputs)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
+        outs = float_tensors(model(*inputs))
         loss = outs[0].mean()
         for o in outs[1:]:
             loss = loss + o.mean()
@@ -250,7 +301,8 @@ def worker_main(args):
     model_dir = os.path.join(args.export_dir, args.worker)
     for mode in args.modes.split(","):
         try:
-            res = run_mode(model_dir, args.worker, mode, args.steps)
+            res = run_mode(model_dir, args.worker, mode, args.steps, args.ts_executor,
+                           args.corpus_dir)
         except Exception as e:  # noqa: BLE001 - reported as a failed row
             msg = str(e).strip().splitlines()
             res = {"model": args.worker, "mode": mode,
@@ -263,7 +315,8 @@ def worker_main(args):
 
 def run_worker(args, model, modes):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, "--modes", ",".join(modes),
-           "--export_dir", args.export_dir, "--steps", str(args.steps)]
+           "--export_dir", args.export_dir, "--steps", str(args.steps),
+           "--ts_executor", args.ts_executor, "--corpus_dir", args.corpus_dir]
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -303,21 +356,24 @@ def fmt(v, spec):
 
 def markdown(rows):
     lines = [
-        "| model | mode | first step s (compile) | train step ms | vs eager | infer ms | vs eager | "
-        "CUDA kernels / train step | CUDA kernels / infer | peak MiB / train step |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | mode | first step s (compile) | train step ms | vs eager | vs TorchScript | infer ms | "
+        "vs eager | CUDA kernels / train step | CUDA kernels / infer | peak MiB / train step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     eager = {r["model"]: r for r in rows if r["mode"] == "eager" and "error" not in r}
+    ts = {r["model"]: r for r in rows if r["mode"] == "ts_original" and "error" not in r}
     for r in rows:
         if "error" in r:
-            lines.append("| %s | %s | %s | | | | | | | |" % (r["model"], r["mode"], r["error"]))
+            lines.append("| %s | %s | %s | | | | | | | | |" % (r["model"], r["mode"], r["error"]))
             continue
         e = eager.get(r["model"])
+        o = ts.get(r["model"])
         vs_t = "%.2fx" % (e["train_ms"] / r["train_ms"]) if e else "-"
+        vs_o = "%.2fx" % (o["train_ms"] / r["train_ms"]) if o else "-"
         vs_i = "%.2fx" % (e["infer_ms"] / r["infer_ms"]) if e else "-"
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %d | %d | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s |" % (
             r["model"], r["mode"], fmt(r["first_train_s"] + r["first_infer_s"], ".2f"),
-            fmt(r["train_ms"], ".3f"), vs_t, fmt(r["infer_ms"], ".3f"), vs_i,
+            fmt(r["train_ms"], ".3f"), vs_t, vs_o, fmt(r["infer_ms"], ".3f"), vs_i,
             r["kernels_train"], r["kernels_infer"], fmt(r["peak_train_mib"], ".0f")))
     return "\n".join(lines)
 
@@ -332,20 +388,25 @@ def main():
     ap.add_argument("--markdown", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("--verbose", action="store_true", help="echo the workers' stderr")
+    ap.add_argument("--ts_executor", default="default", choices=["default", "no_optimize"],
+                    help="TorchScript modes: the executor's defaults, or its optimizations off")
+    ap.add_argument("--corpus_dir", default="",
+                    help="testdata/models: Python modules from make_corpus.py (corpus exports)")
     ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker_main(args)
         return 0
     modes = [m for m in args.modes.split(",") if m]
-    bad = [m for m in modes if m not in ALL_MODES]
+    bad = [m for m in modes if m not in KNOWN_MODES]
     if bad:
-        ap.error("unknown modes %s (known: %s)" % (bad, ",".join(ALL_MODES)))
+        ap.error("unknown modes %s (known: %s)" % (bad, ",".join(KNOWN_MODES)))
     if args.models:
         models = [m for m in args.models.split(",") if m]
     else:
+        marker = "original.pt" if args.corpus_dir else "forward.py"
         models = sorted(d for d in os.listdir(args.export_dir)
-                        if os.path.exists(os.path.join(args.export_dir, d, "forward.py")))
+                        if os.path.exists(os.path.join(args.export_dir, d, marker)))
     if not models:
         ap.error("no exported models under %s (run model_bench --export_dir first)" % args.export_dir)
     rows = []
