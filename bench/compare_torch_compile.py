@@ -347,6 +347,8 @@ def run_worker(args, model, modes):
         sys.stderr.write(err)
     print("  %s [%s]: %.1f s%s" % (model, ",".join(modes), wall, " (TIMEOUT)" if timed_out else ""),
           file=sys.stderr, flush=True)
+    for m in modes:  # each row as soon as it exists: a run cut short keeps what it measured
+        print("ROW " + json.dumps(results[m]), file=sys.stderr, flush=True)
     return [results[m] for m in modes]
 
 
