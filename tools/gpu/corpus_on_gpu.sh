@@ -4,7 +4,8 @@
 # (tools/gpu/train_client.py) that loads, trains and times every published artifact.
 #
 #   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
-#                              [--param_layout=original|stacked]
+#                              [--param_layout=original|stacked] [--select_rules=auto|on|off]
+#                              [--memory_margin=F]
 #
 # The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU),
 # with sample inputs at --batch drawn by make_corpus.py --inputs_only (the GPU machine's torch).
@@ -17,6 +18,8 @@ archives=torch2.11
 models=""
 client=1
 layout=original
+select=auto
+margin=0.01
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
@@ -24,6 +27,8 @@ for a in "$@"; do
     --models=*) models="${a#--models=}" ;;
     --no_client) client=0 ;;
     --param_layout=*) layout="${a#--param_layout=}" ;;
+    --select_rules=*) select="${a#--select_rules=}" ;;
+    --memory_margin=*) margin="${a#--memory_margin=}" ;;
     *) echo "corpus_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +50,7 @@ echo "registry: $(ls "$work/reg" | wc -l) models at batch $batch ($archives arch
 start=$(date +%s)
 SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
   --output="$work/out" --device=cuda --workers=1 --rules="$PWD/patterns" --param_layout="$layout" \
+  --select_rules="$select" --memory_margin="$margin" \
   >"$out/corpus-sentierd.log" 2>&1
 rc=$?
 echo "sentierd --device=cuda: exit $rc in $(( $(date +%s) - start )) s"
