@@ -10,7 +10,6 @@ namespace sentier {
 namespace internal {
 namespace {
 
-using test_util::FindNode;
 using test_util::ParseGraph;
 
 TEST(DatumTest, EqualComparesNumbersByValueAndListsElementwise) {
@@ -53,19 +52,19 @@ graph(%x : Tensor):
   %y : Tensor = aten::mul(%x, %half)
   return (%y, %sizes, %mixed)
 )IR");
-  c10::optional<Datum> three = DatumFromConstant(FindNode(*g, "three")->output());
+  c10::optional<Datum> three = DatumFromConstant(g.value("three"));
   ASSERT_TRUE(three.has_value());
   EXPECT_EQ(three->kind, Datum::Kind::kInt);
   EXPECT_EQ(three->i, 3);
-  EXPECT_EQ(three->value, FindNode(*g, "three")->output());
-  c10::optional<Datum> half = DatumFromConstant(FindNode(*g, "half")->output());
+  EXPECT_EQ(three->value, g.value("three"));
+  c10::optional<Datum> half = DatumFromConstant(g.value("half"));
   ASSERT_TRUE(half.has_value());
   EXPECT_EQ(half->kind, Datum::Kind::kFloat);
-  c10::optional<Datum> sizes = DatumFromConstant(FindNode(*g, "sizes")->output());
+  c10::optional<Datum> sizes = DatumFromConstant(g.value("sizes"));
   ASSERT_TRUE(sizes.has_value());
   EXPECT_TRUE(sizes->Equal(Datum::List({Datum::Int(3), Datum::Int(3)})));
-  EXPECT_FALSE(DatumFromConstant(FindNode(*g, "mixed")->output()).has_value());
-  EXPECT_FALSE(DatumFromConstant(FindNode(*g, "y")->output()).has_value());
+  EXPECT_FALSE(DatumFromConstant(g.value("mixed")).has_value());
+  EXPECT_FALSE(DatumFromConstant(g.value("y")).has_value());
   EXPECT_FALSE(DatumFromConstant(g->inputs()[0]).has_value());
 }
 

@@ -12,7 +12,6 @@ namespace internal {
 namespace {
 
 using test_util::CompileOne;
-using test_util::FindNode;
 using test_util::ParseGraph;
 
 constexpr char kRule[] = R"(rule add_then_relu
@@ -44,15 +43,15 @@ TEST(MatcherTest, BindsThePatternAroundTheAnchor) {
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto g = ParseGraph(kGraph);
   Bindings b;
-  ASSERT_TRUE(MatchRule(**rule, FindNode(*g, "y"), &b));
+  ASSERT_TRUE(MatchRule(**rule, g.node("y"), &b));
   EXPECT_EQ(b.values.at("a"), g->inputs()[0]);
   EXPECT_EQ(b.values.at("b"), g->inputs()[1]);
-  EXPECT_EQ(b.values.at("s"), FindNode(*g, "s")->output());
-  EXPECT_EQ(b.values.at("y"), FindNode(*g, "y")->output());
+  EXPECT_EQ(b.values.at("s"), g.value("s"));
+  EXPECT_EQ(b.values.at("y"), g.value("y"));
   ASSERT_EQ(b.matched_order.size(), 2u);
-  EXPECT_EQ(b.matched_order[0], FindNode(*g, "y"));  // the anchor first, then backwards
-  EXPECT_EQ(b.matched_order[1], FindNode(*g, "s"));
-  EXPECT_EQ(b.matched.at(FindNode(*g, "s")), 0);
+  EXPECT_EQ(b.matched_order[0], g.node("y"));  // the anchor first, then backwards
+  EXPECT_EQ(b.matched_order[1], g.node("s"));
+  EXPECT_EQ(b.matched.at(g.node("s")), 0);
 }
 
 TEST(MatcherTest, NearMissesDoNotMatch) {
@@ -60,9 +59,9 @@ TEST(MatcherTest, NearMissesDoNotMatch) {
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto g = ParseGraph(kGraph);
   Bindings sub, literal, anchor;
-  EXPECT_FALSE(MatchRule(**rule, FindNode(*g, "e"), &sub));      // aten::sub, not aten::add
-  EXPECT_FALSE(MatchRule(**rule, FindNode(*g, "g"), &literal));  // alpha 2, not the literal 1
-  EXPECT_FALSE(MatchRule(**rule, FindNode(*g, "s"), &anchor));   // add is not an anchor kind
+  EXPECT_FALSE(MatchRule(**rule, g.node("e"), &sub));      // aten::sub, not aten::add
+  EXPECT_FALSE(MatchRule(**rule, g.node("g"), &literal));  // alpha 2, not the literal 1
+  EXPECT_FALSE(MatchRule(**rule, g.node("s"), &anchor));   // add is not an anchor kind
 }
 
 TEST(MatcherTest, ConstantCaptureMustAgreeWhereverItIsUsed) {
@@ -93,10 +92,10 @@ graph(%x : Tensor):
   return (%y, %w)
 )IR");
   Bindings same, other;
-  ASSERT_TRUE(MatchRule(**rule, FindNode(*g, "y"), &same));
+  ASSERT_TRUE(MatchRule(**rule, g.node("y"), &same));
   EXPECT_TRUE(same.consts.at("d").Equal(Datum::Int(1)));
   ASSERT_EQ(same.seqs.at("p").size(), 2u);
-  EXPECT_FALSE(MatchRule(**rule, FindNode(*g, "w"), &other));  // cat on dim 0, split on dim 1
+  EXPECT_FALSE(MatchRule(**rule, g.node("w"), &other));  // cat on dim 0, split on dim 1
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <torch/csrc/jit/ir/ir.h>
@@ -19,10 +20,24 @@ namespace sentier {
 namespace internal {
 namespace test_util {
 
-// ParseGraph: a graph from text IR (torch::jit::parseIR); throws on malformed IR.
-inline std::shared_ptr<torch::jit::Graph> ParseGraph(const std::string& ir) {
-  auto g = std::make_shared<torch::jit::Graph>();
-  torch::jit::parseIR(ir, g.get());
+// ParsedGraph: a graph parsed from text IR, with its values by the names the text gives them
+// (without the '%').
+struct ParsedGraph {
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::unordered_map<std::string, Value*> values;
+
+  torch::jit::Graph* operator->() const { return graph.get(); }
+  torch::jit::Graph& operator*() const { return *graph; }
+  Value* value(const std::string& name) const { return values.at(name); }
+  // node: the node that defines the value named `name`.
+  Node* node(const std::string& name) const { return values.at(name)->node(); }
+};
+
+// ParseGraph: parses text IR (torch::jit::parseIR); throws on malformed IR.
+inline ParsedGraph ParseGraph(const std::string& ir) {
+  ParsedGraph g;
+  g.graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(ir, g.graph.get(), g.values);
   return g;
 }
 
@@ -33,14 +48,6 @@ inline absl::StatusOr<std::shared_ptr<CompiledRule>> CompileOne(const std::strin
   if (!rules.ok()) return rules.status();
   if (rules->size() != 1) return absl::InvalidArgumentError("expected exactly one rule");
   return CompileRule(std::move((*rules)[0]));
-}
-
-// FindNode: the first node of `g`'s top block whose first output is named `name`.
-inline Node* FindNode(torch::jit::Graph& g, const std::string& name) {
-  for (Node* n : g.nodes()) {
-    if (n->outputs().size() > 0 && n->output(0)->debugName() == name) return n;
-  }
-  return nullptr;
 }
 
 }  // namespace test_util
