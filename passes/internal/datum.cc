@@ -1,6 +1,7 @@
 // internal/datum.cc — the values of the rule language: equality, printing and conversion of a
-// Datum to and from LibTorch's IValue, and reading a Datum from a graph constant (a
-// prim::Constant, or a prim::ListConstruct of constants).
+// Datum to and from LibTorch's IValue, the value of a scalar literal of the rule language, and
+// reading a Datum from a graph constant (a prim::Constant, or a prim::ListConstruct of
+// constants).
 #include "passes/internal/datum.h"
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -145,6 +146,23 @@ Datum DatumFromIValue(const c10::IValue& iv) {
   return d;
 }
 }  // namespace
+
+c10::optional<Datum> ScalarLiteral(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::kInt:
+      return Datum::Int(e.int_value);
+    case Expr::Kind::kFloat:
+      return Datum::Float(e.float_value);
+    case Expr::Kind::kBool:
+      return Datum::Bool(e.bool_value);
+    case Expr::Kind::kNone:
+      return Datum();
+    case Expr::Kind::kString:
+      return Datum::Str(e.text);
+    default:
+      return c10::nullopt;
+  }
+}
 
 c10::optional<Datum> DatumFromConstant(Value* v) {
   if (v->node()->kind() == c10::prim::ListConstruct) {

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "passes/rule_ast.h"
 
 namespace sentier {
 namespace internal {
@@ -52,6 +53,10 @@ struct Datum {
 
 // DatumFromConstant: reads a prim::Constant's value (nullopt when `v` is not a constant).
 c10::optional<Datum> DatumFromConstant(Value* v);
+
+// ScalarLiteral: the value of an int, float, bool, None or string literal; nullopt for any other
+// expression.
+c10::optional<Datum> ScalarLiteral(const Expr& e);
 
 // Bindings: what a match bound. Sequences of per-element constants live in `consts` as kList.
 struct Bindings {

@@ -82,18 +82,9 @@ absl::StatusOr<Datum> EvalBinary(const Expr& e, EvalContext& ctx) {
 }  // namespace
 
 absl::StatusOr<Datum> Eval(const Expr& e, EvalContext& ctx) {
+  if (c10::optional<Datum> scalar = ScalarLiteral(e)) return *scalar;
   Bindings& b = *ctx.bindings;
   switch (e.kind) {
-    case Expr::Kind::kInt:
-      return Datum::Int(e.int_value);
-    case Expr::Kind::kFloat:
-      return Datum::Float(e.float_value);
-    case Expr::Kind::kBool:
-      return Datum::Bool(e.bool_value);
-    case Expr::Kind::kNone:
-      return Datum();
-    case Expr::Kind::kString:
-      return Datum::Str(e.text);
     case Expr::Kind::kConstRef: {
       auto it = b.consts.find(e.text);
       if (it == b.consts.end()) return LocError(e.loc, absl::StrCat("$", e.text, " is not bound"));
@@ -171,6 +162,8 @@ absl::StatusOr<Datum> Eval(const Expr& e, EvalContext& ctx) {
       if (!out.ok()) return LocError(e.loc, absl::StrCat(e.text, ": ", out.status().message()));
       return out;
     }
+    default:  // scalar literals: answered by ScalarLiteral above
+      break;
   }
   return LocError(e.loc, "cannot evaluate");
 }

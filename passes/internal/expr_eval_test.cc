@@ -25,7 +25,7 @@ graph(%x : Tensor, %z : Tensor):
     bindings_.consts["ks"] = Datum::List({Datum::Int(5), Datum::Int(6)});
     bindings_.values["x"] = graph_->inputs()[0];
     bindings_.seqs["xs"] = {graph_->inputs()[0], graph_->inputs()[1]};
-    ctx_.graph = graph_.get();
+    ctx_.graph = graph_.graph.get();
     ctx_.bindings = &bindings_;
   }
 
@@ -35,7 +35,7 @@ graph(%x : Tensor, %z : Tensor):
     return Eval(**e, ctx_);
   }
 
-  std::shared_ptr<torch::jit::Graph> graph_;
+  test_util::ParsedGraph graph_;
   Bindings bindings_;
   EvalContext ctx_;
 };

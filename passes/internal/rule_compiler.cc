@@ -72,17 +72,8 @@ absl::StatusOr<absl::flat_hash_set<c10::Symbol>> ResolveOp(const std::string& op
 }
 
 absl::StatusOr<Datum> LiteralDatum(const Expr& e) {
+  if (c10::optional<Datum> scalar = ScalarLiteral(e)) return *scalar;
   switch (e.kind) {
-    case Expr::Kind::kInt:
-      return Datum::Int(e.int_value);
-    case Expr::Kind::kFloat:
-      return Datum::Float(e.float_value);
-    case Expr::Kind::kBool:
-      return Datum::Bool(e.bool_value);
-    case Expr::Kind::kNone:
-      return Datum();
-    case Expr::Kind::kString:
-      return Datum::Str(e.text);
     case Expr::Kind::kUnary: {
       auto inner = LiteralDatum(*e.args[0]);
       if (!inner.ok()) return inner;

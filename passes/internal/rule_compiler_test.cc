@@ -45,35 +45,40 @@ TEST(RuleCompilerTest, CompilesKindsScopesAndAnchor) {
   EXPECT_EQ(r.main.value_def.at("y"), std::make_pair(1, 0));
 }
 
-TEST(RuleCompilerTest, UnknownOperatorIsAnErrorAtItsLine) {
+// ErrorAfterEdit: the error of compiling kRule with `from` replaced by `to` ("" if it compiles).
+std::string ErrorAfterEdit(const std::string& from, const std::string& to) {
   std::string text = kRule;
-  text.replace(text.find("aten::add"), 9, "aten::no_such_op");
+  text.replace(text.find(from), from.size(), to);
   auto rule = CompileOne(text);
-  ASSERT_FALSE(rule.ok());
+  if (rule.ok()) return "";
   EXPECT_EQ(rule.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(rule.status().message().find("test.rules:5:"), std::string::npos) << rule.status();
-  EXPECT_NE(rule.status().message().find("unknown operator 'aten::no_such_op'"), std::string::npos)
-      << rule.status();
+  return std::string(rule.status().message());
+}
+
+TEST(RuleCompilerTest, UnknownOperatorIsAnErrorAtItsLine) {
+  std::string error = ErrorAfterEdit("aten::add", "aten::no_such_op");
+  EXPECT_NE(error.find("test.rules:5:"), std::string::npos) << error;
+  EXPECT_NE(error.find("unknown operator 'aten::no_such_op'"), std::string::npos) << error;
 }
 
 TEST(RuleCompilerTest, UnboundCaptureIsAnErrorAtItsUse) {
-  std::string text = kRule;
-  text.replace(text.find("replace %y with %s"), 18, "replace %y with %t");
-  auto rule = CompileOne(text);
-  ASSERT_FALSE(rule.ok());
-  EXPECT_NE(rule.status().message().find("test.rules:10:"), std::string::npos) << rule.status();
-  EXPECT_NE(rule.status().message().find("unknown capture '%t'"), std::string::npos)
-      << rule.status();
+  std::string error = ErrorAfterEdit("replace %y with %s", "replace %y with %t");
+  EXPECT_NE(error.find("test.rules:10:"), std::string::npos) << error;
+  EXPECT_NE(error.find("unknown capture '%t'"), std::string::npos) << error;
 }
 
 TEST(RuleCompilerTest, LineNotReachingTheAnchorIsAnError) {
-  std::string text = kRule;
-  text.replace(text.find("aten::(relu|tanh)(%s)"), 21, "aten::(relu|tanh)(%a)");
-  auto rule = CompileOne(text);
-  ASSERT_FALSE(rule.ok());
-  EXPECT_NE(rule.status().message().find("test.rules:5:"), std::string::npos) << rule.status();
-  EXPECT_NE(rule.status().message().find("not connected to the anchor"), std::string::npos)
-      << rule.status();
+  std::string error = ErrorAfterEdit("aten::(relu|tanh)(%s)", "aten::(relu|tanh)(%a)");
+  EXPECT_NE(error.find("test.rules:5:"), std::string::npos) << error;
+  EXPECT_NE(error.find("not connected to the anchor"), std::string::npos) << error;
+}
+
+TEST(RuleCompilerTest, UnknownFunctionAndWrongArityAreErrors) {
+  EXPECT_NE(ErrorAfterEdit("len([%a, %b])", "no_such_fn(%a)").find("unknown function 'no_such_fn'"),
+            std::string::npos);
+  EXPECT_NE(ErrorAfterEdit("len([%a, %b])", "len(%a, %b)").find("function 'len' takes 1"),
+            std::string::npos);
+  EXPECT_EQ(ErrorAfterEdit("aten::add", "aten::add"), "");
 }
 
 TEST(RuleCompilerTest, RuleSetRefusesADuplicateNameAndNamesIt) {
