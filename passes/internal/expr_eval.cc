@@ -152,13 +152,9 @@ absl::StatusOr<Datum> Eval(const Expr& e, EvalContext& ctx) {
     }
     case Expr::Kind::kCall: {
       const FunctionSpec& fn = Functions().at(e.text);
-      std::vector<Datum> args;
-      for (const auto& a : e.args) {
-        auto d = Eval(*a, ctx);
-        if (!d.ok()) return d;
-        args.push_back(std::move(*d));
-      }
-      auto out = fn.impl(args, ctx);
+      absl::StatusOr<std::vector<Datum>> args = EvalAll(e.args, ctx);
+      if (!args.ok()) return args.status();
+      auto out = fn.impl(*args, ctx);
       if (!out.ok()) return LocError(e.loc, absl::StrCat(e.text, ": ", out.status().message()));
       return out;
     }
@@ -166,6 +162,16 @@ absl::StatusOr<Datum> Eval(const Expr& e, EvalContext& ctx) {
       break;
   }
   return LocError(e.loc, "cannot evaluate");
+}
+
+absl::StatusOr<std::vector<Datum>> EvalAll(const std::vector<ExprPtr>& exprs, EvalContext& ctx) {
+  std::vector<Datum> out;
+  for (const ExprPtr& e : exprs) {
+    absl::StatusOr<Datum> d = Eval(*e, ctx);
+    if (!d.ok()) return d.status();
+    out.push_back(std::move(*d));
+  }
+  return out;
 }
 
 bool ConstraintsHold(const std::vector<ExprPtr>& where, EvalContext& ctx) {

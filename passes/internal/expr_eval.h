@@ -19,6 +19,9 @@ namespace internal {
 // capture, a type mismatch, a failing function) start with the expression's `file:line:col`.
 absl::StatusOr<Datum> Eval(const Expr& e, EvalContext& ctx);
 
+// EvalAll: the values of `exprs`, in order; the first error is returned.
+absl::StatusOr<std::vector<Datum>> EvalAll(const std::vector<ExprPtr>& exprs, EvalContext& ctx);
+
 // ConstraintsHold: whether every expression of `where` evaluates to true. One that cannot be
 // evaluated (e.g. a size that is not known) or is not a boolean does not hold.
 bool ConstraintsHold(const std::vector<ExprPtr>& where, EvalContext& ctx);

@@ -97,17 +97,29 @@ TEST_F(ExprEvalTest, ErrorsNameTheExpression) {
   EXPECT_TRUE(shortcut->b);
 }
 
+std::vector<ExprPtr> ParseAll(const std::vector<std::string>& texts) {
+  std::vector<ExprPtr> out;
+  for (const std::string& t : texts) out.push_back(*ParseExpression(t, "expr.rules", 1));
+  return out;
+}
+
+TEST_F(ExprEvalTest, EvalAllKeepsOrderAndStopsAtAnError) {
+  auto both = EvalAll(ParseAll({"$k", "$k + 1"}), ctx_);
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_EQ((*both)[0].i, 4);
+  EXPECT_EQ((*both)[1].i, 5);
+  auto failed = EvalAll(ParseAll({"$k", "$nope"}), ctx_);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("$nope is not bound"), std::string::npos);
+}
+
 TEST_F(ExprEvalTest, ConstraintsHoldOnlyWhenAllAreTrue) {
-  auto parse = [](const std::vector<std::string>& texts) {
-    std::vector<ExprPtr> out;
-    for (const std::string& t : texts) out.push_back(*ParseExpression(t, "expr.rules", 1));
-    return out;
-  };
-  EXPECT_TRUE(ConstraintsHold(parse({"$k == 4", "len(%xs...) == 2"}), ctx_));
+  EXPECT_TRUE(ConstraintsHold(ParseAll({"$k == 4", "len(%xs...) == 2"}), ctx_));
   EXPECT_TRUE(ConstraintsHold({}, ctx_));
-  EXPECT_FALSE(ConstraintsHold(parse({"$k == 4", "$k > 4"}), ctx_));
-  EXPECT_FALSE(ConstraintsHold(parse({"$k + 1"}), ctx_));     // not a boolean
-  EXPECT_FALSE(ConstraintsHold(parse({"$nope == 1"}), ctx_));  // cannot be evaluated
+  EXPECT_FALSE(ConstraintsHold(ParseAll({"$k == 4", "$k > 4"}), ctx_));
+  EXPECT_FALSE(ConstraintsHold(ParseAll({"$k + 1"}), ctx_));     // not a boolean
+  EXPECT_FALSE(ConstraintsHold(ParseAll({"$nope == 1"}), ctx_));  // cannot be evaluated
 }
 
 }  // namespace

@@ -46,12 +46,9 @@ class Rewriter {
       for (const RewriteStmt& s : rule_.ast.rewrite) {
         switch (s.kind) {
           case RewriteStmt::Kind::kInsert: {
-            std::vector<Datum> args;
-            for (const ExprPtr& a : s.args) {
-              auto d = Eval(*a, ctx_);
-              if (!d.ok()) return Fail(d.status());
-              args.push_back(std::move(*d));
-            }
+            absl::StatusOr<std::vector<Datum>> evaluated = EvalAll(s.args, ctx_);
+            if (!evaluated.ok()) return Fail(evaluated.status());
+            std::vector<Datum> args = std::move(*evaluated);
             std::vector<std::pair<std::string, Datum>> kwargs;
             std::vector<Datum> all = args;
             for (const auto& [kw, a] : s.kwargs) {
@@ -128,13 +125,9 @@ class Rewriter {
           case RewriteStmt::Kind::kCall: {
             // Builtins validate and edit on their own. A call is a rule's last statement and
             // no `replace` precedes it (checked when the rule is compiled).
-            std::vector<Datum> args;
-            for (const ExprPtr& a : s.args) {
-              auto d = Eval(*a, ctx_);
-              if (!d.ok()) return Fail(d.status());
-              args.push_back(std::move(*d));
-            }
-            auto did = Builtins().at(s.op).impl(args, ctx_);
+            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+            if (!args.ok()) return Fail(args.status());
+            auto did = Builtins().at(s.op).impl(*args, ctx_);
             if (!did.ok()) return Fail(did.status());
             if (!*did) return Fail(absl::OkStatus());
             changed = true;
