@@ -1,4 +1,7 @@
-// rewrite_driver.cc — the fixpoint loop that applies rules, with engine-side legality.
+// rewrite_driver.cc — the driver: the fixpoint loop that applies rules, with engine-side
+// legality. Ordinary rules are matched (internal/matcher.h), checked (internal/expr_eval.h) and
+// rewritten (internal/rewriter.h) one anchor at a time; group rules go to the group search
+// (internal/group_search.h).
 //
 // Each round indexes the graph's nodes by kind once, then tries every rule (in load order) at
 // every node whose kind its anchor accepts, so a round costs O(nodes x rules whose anchor kind is
@@ -19,8 +22,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "passes/debug_log.h"
 #include "passes/internal/compiled_rule.h"
+#include "passes/internal/expr_eval.h"
+#include "passes/internal/group_search.h"
+#include "passes/internal/matcher.h"
+#include "passes/internal/rewriter.h"
 #include "passes/module_objects.h"
 #include "passes/remove_dead_nodes.h"
 
@@ -70,85 +76,28 @@ bool WrittenThroughDropout(const torch::jit::AliasDb& db, torch::jit::Value* v, 
   return false;
 }
 
-// Batches the members of one group rule: members are collected in program order, bucketed by
-// block and key, and each bucket is cut greedily into groups whose members are independent
-// (every member's inputs are defined before any member's outputs are used; this also rules out
-// any dependence between members), at most max_group long. Members are matched again right
-// before their group is rewritten, since earlier groups may have replaced their inputs.
-// `candidates`: the round's nodes of the anchor's kinds, in program order (nodes created during
-// the round are members from the next round on, as for ordinary rules).
-bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
-                    const RewriteOptions& options, const internal::LegalityCheck& legal,
-                    RewriteStats* stats) {
-  const std::string& name = rule.ast.name;
-  std::vector<std::string> bucket_order;
-  absl::flat_hash_map<std::string, std::vector<Node*>> buckets;
-  for (Node* n : candidates) {
-    bool live = false;
-    for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
-    if (!live) continue;
-    internal::GroupMember m;
-    bool ok = internal::MatchGroupMember(rule, n, options.facts, &m);
-    SENTIER_DEBUG(kGroups, "group " << name << " candidate %" << n->output(0)->debugName()
-                                    << " -> " << (ok ? m.key : std::string("no match")));
-    if (!ok) continue;
-    std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(n->owningBlock()), "#", m.key);
-    auto [it, inserted] = buckets.emplace(key, std::vector<Node*>());
-    if (inserted) bucket_order.push_back(key);
-    it->second.push_back(n);
+// TryApply: matches `rule` with `anchor` as its anchor node; when it matches, the constraints
+// hold and `legal` agrees, performs the rewrite.
+internal::ApplyResult TryApply(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
+                               const internal::LegalityCheck& legal, std::string* error) {
+  internal::Bindings b;
+  if (!internal::MatchRule(rule, anchor, &b)) return internal::ApplyResult::kNoMatch;
+  internal::EvalContext ctx = internal::MakeContext(rule, anchor, facts, &b, &legal);
+  if (!internal::ConstraintsHold(rule.ast.where, ctx)) return internal::ApplyResult::kNoMatch;
+  if (legal && !legal(b.matched_order, anchor)) return internal::ApplyResult::kIllegal;
+  return internal::Rewrite(rule, ctx, error);
+}
+
+// Record: counts one application, refusal or failed rewrite of the rule `name`.
+void Record(RewriteStats* stats, const std::string& name, internal::ApplyResult res,
+            const std::string& error) {
+  if (res == internal::ApplyResult::kApplied) {
+    ++stats->applications[name];
+  } else if (res == internal::ApplyResult::kIllegal) {
+    ++stats->rejected[name];
+  } else if (res == internal::ApplyResult::kError) {
+    if (stats->errors[name]++ == 0) stats->first_error[name] = error;
   }
-  bool changed = false;
-  for (const std::string& key : bucket_order) {
-    const std::vector<Node*>& anchors = buckets[key];
-    if (static_cast<int64_t>(anchors.size()) < rule.ast.min_group) continue;
-    std::vector<internal::GroupMember> group;
-    Node* last_def = nullptr;
-    Node* first_use = nullptr;
-    auto flush = [&] {
-      if (static_cast<int64_t>(group.size()) >= rule.ast.min_group) {
-        std::vector<internal::GroupMember*> ptrs;
-        for (auto& m : group) ptrs.push_back(&m);
-        std::string error;
-        internal::ApplyResult res = internal::ApplyGroup(rule, ptrs, options.facts, legal, &error);
-        if (res == internal::ApplyResult::kApplied) {
-          ++stats->applications[name];
-          stats->grouped_members[name] += static_cast<int64_t>(group.size());
-          changed = true;
-        } else if (res == internal::ApplyResult::kIllegal) {
-          ++stats->rejected[name];
-        } else if (res == internal::ApplyResult::kError) {
-          if (stats->errors[name]++ == 0) stats->first_error[name] = error;
-        }
-      }
-      group.clear();
-      last_def = nullptr;
-      first_use = nullptr;
-    };
-    for (Node* anchor : anchors) {
-      internal::GroupMember m;
-      // Matched again: an earlier group of this round may have rewired this member's inputs.
-      if (!internal::MatchGroupMember(rule, anchor, options.facts, &m)) continue;
-      if (absl::StrCat(reinterpret_cast<uintptr_t>(anchor->owningBlock()), "#", m.key) != key) continue;
-      Node* new_def = internal::IsBefore(last_def, m.last_input_def) ? m.last_input_def : last_def;
-      Node* new_use = first_use;
-      if (m.first_output_use != nullptr &&
-          (new_use == nullptr || m.first_output_use->isBefore(new_use))) {
-        new_use = m.first_output_use;
-      }
-      bool fits = new_use == nullptr || internal::IsBefore(new_def, new_use);
-      if (!group.empty() &&
-          (!fits || static_cast<int64_t>(group.size()) >= rule.ast.max_group)) {
-        flush();
-        new_def = m.last_input_def;
-        new_use = m.first_output_use;
-      }
-      group.push_back(std::move(m));
-      last_def = new_def;
-      first_use = new_use;
-    }
-    flush();
-  }
-  return changed;
 }
 
 // The unique() id the graph will give its next value: ids only grow, so values created after
@@ -299,7 +248,13 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
         if (rule.nodes[rule.anchor].kinds.size() > 1) {
           std::sort(candidates.begin(), candidates.end(), [](Node* a, Node* b) { return a->isBefore(b); });
         }
-        if (ApplyGroupRule(candidates, rule, options, legal, stats)) {
+        auto report = [&](internal::ApplyResult res, size_t members, const std::string& error) {
+          Record(stats, name, res, error);
+          if (res == internal::ApplyResult::kApplied) {
+            stats->grouped_members[name] += static_cast<int64_t>(members);
+          }
+        };
+        if (internal::ApplyGroupRule(candidates, rule, options.facts, legal, report)) {
           changed = true;
           mark = NextUnique(graph.get());  // what the groups created is not another rule's
         }
@@ -323,10 +278,9 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
           std::string error;
           std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
           bool own_output = CreatedBy(mine, anchor);
-          internal::ApplyResult res =
-              internal::TryApply(rule, anchor, options.facts, legal, &error);
+          internal::ApplyResult res = TryApply(rule, anchor, options.facts, legal, &error);
+          Record(stats, name, res, error);
           if (res == internal::ApplyResult::kApplied) {
-            ++stats->applications[name];
             changed = true;
             // The values this application created (and any a failed attempt since the last
             // application created and destroyed again) have ids in [mark, next).
@@ -336,10 +290,6 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
             if (own_output && (fed_itself.empty() || fed_itself.back() != name)) {
               fed_itself.push_back(name);
             }
-          } else if (res == internal::ApplyResult::kIllegal) {
-            ++stats->rejected[name];
-          } else if (res == internal::ApplyResult::kError) {
-            if (stats->errors[name]++ == 0) stats->first_error[name] = error;
           }
         }
       }

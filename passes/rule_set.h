@@ -21,7 +21,7 @@
 
 namespace sentier {
 
-struct CompiledRule;  // defined in rule_engine.cc
+struct CompiledRule;  // defined in internal/compiled_rule.h (not part of the public API)
 
 // RuleSet: compiled rules in load order (the order in which they are tried).
 class RuleSet {

@@ -1,5 +1,9 @@
-// internal/rule_eval.h — values, bindings and the function/builtin registries shared by the rule
-// compiler, the matcher and the builtin transforms. Not part of the public API.
+// internal/rule_eval.h — what rule-language functions and builtins see and how they are found:
+// the evaluation context of one match, the registries of named functions (for `where` lines and
+// rewrite arguments) and builtin transforms (for `call`), which live in rule_functions.cc, the
+// shape helpers they share, and the `file:line:col: message` error of a rule. Used by the rule
+// compiler (to check names), expression evaluation, the rewriter and canonicalization passes.
+// Not part of the public API.
 #ifndef SENTIER_PASSES_INTERNAL_RULE_EVAL_H_
 #define SENTIER_PASSES_INTERNAL_RULE_EVAL_H_
 
@@ -12,54 +16,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "passes/internal/datum.h"
+#include "passes/rule_ast.h"
 #include "passes/shape_facts.h"
 
 namespace sentier {
 namespace internal {
-
-using torch::jit::Node;
-using torch::jit::Value;
-
-// Datum: what an expression evaluates to: a constant, one graph value, or a sequence of values.
-struct Datum {
-  enum class Kind { kNone, kInt, kFloat, kBool, kString, kList, kValue, kValueSeq, kOpaque };
-  Kind kind = Kind::kNone;
-  int64_t i = 0;
-  double f = 0.0;
-  bool b = false;
-  std::string s;
-  std::vector<Datum> list;
-  Value* value = nullptr;  // kValue; for constants, the graph value they came from (if any)
-  std::vector<Value*> values;  // kValueSeq
-  c10::IValue opaque;          // kOpaque: a constant we do not interpret (tensor, device, ...)
-
-  static Datum Int(int64_t v) { Datum d; d.kind = Kind::kInt; d.i = v; return d; }
-  static Datum Bool(bool v) { Datum d; d.kind = Kind::kBool; d.b = v; return d; }
-  static Datum Float(double v) { Datum d; d.kind = Kind::kFloat; d.f = v; return d; }
-  static Datum Str(std::string v) { Datum d; d.kind = Kind::kString; d.s = std::move(v); return d; }
-  static Datum List(std::vector<Datum> v) { Datum d; d.kind = Kind::kList; d.list = std::move(v); return d; }
-  static Datum Val(Value* v) { Datum d; d.kind = Kind::kValue; d.value = v; return d; }
-  static Datum Seq(std::vector<Value*> v) { Datum d; d.kind = Kind::kValueSeq; d.values = std::move(v); return d; }
-
-  bool IsConstant() const { return kind != Kind::kValue && kind != Kind::kValueSeq; }
-  // Equal: structural equality of constants; identity of graph values.
-  bool Equal(const Datum& other) const;
-  std::string DebugString() const;
-  // ToIValue: a constant as an IValue (ints, floats, bools, strings, None, lists of these).
-  absl::StatusOr<c10::IValue> ToIValue() const;
-};
-
-// DatumFromConstant: reads a prim::Constant's value (nullopt when `v` is not a constant).
-c10::optional<Datum> DatumFromConstant(Value* v);
-
-// Bindings: what a match bound. Sequences of per-element constants live in `consts` as kList.
-struct Bindings {
-  absl::flat_hash_map<std::string, Value*> values;
-  absl::flat_hash_map<std::string, std::vector<Value*>> seqs;
-  absl::flat_hash_map<std::string, Datum> consts;
-  absl::flat_hash_map<const Node*, int> matched;  // graph node -> pattern node id
-  std::vector<Node*> matched_order;
-};
 
 // EvalContext: what functions and builtins may look at.
 struct EvalContext {
@@ -93,6 +55,11 @@ struct BuiltinSpec {
   BuiltinImpl impl;
 };
 const absl::flat_hash_map<std::string, BuiltinSpec>& Builtins();
+
+// LocError: an InvalidArgumentError for something written at `loc`: `file:line:col: msg`.
+inline absl::Status LocError(const SourceLoc& loc, const std::string& msg) {
+  return absl::InvalidArgumentError(loc.ToString() + ": " + msg);
+}
 
 // Helpers shared by builtins and functions.
 c10::optional<int64_t> StaticRank(const Value* v, const ShapeFacts* facts);

@@ -1,0 +1,127 @@
+// expr_eval_test.cc — expression evaluation over Datum values: arithmetic (floor division as in
+// TorchScript), comparisons, short-circuit logic, lists, indexing, captures and function calls;
+// errors name the expression's location; `where` lines hold only when every one is true.
+#include "passes/internal/expr_eval.h"
+
+#include <gtest/gtest.h>
+
+#include "passes/internal/rule_engine_testing.h"
+#include "passes/rule_parser.h"
+
+namespace sentier {
+namespace internal {
+namespace {
+
+using test_util::ParseGraph;
+
+class ExprEvalTest : public ::testing::Test {
+ protected:
+  ExprEvalTest() {
+    graph_ = ParseGraph(R"IR(
+graph(%x : Tensor, %z : Tensor):
+  return (%x)
+)IR");
+    bindings_.consts["k"] = Datum::Int(4);
+    bindings_.consts["ks"] = Datum::List({Datum::Int(5), Datum::Int(6)});
+    bindings_.values["x"] = graph_->inputs()[0];
+    bindings_.seqs["xs"] = {graph_->inputs()[0], graph_->inputs()[1]};
+    ctx_.graph = graph_.graph.get();
+    ctx_.bindings = &bindings_;
+  }
+
+  absl::StatusOr<Datum> EvalText(const std::string& text) {
+    absl::StatusOr<ExprPtr> e = ParseExpression(text, "expr.rules", 7);
+    if (!e.ok()) return e.status();
+    return Eval(**e, ctx_);
+  }
+
+  test_util::ParsedGraph graph_;
+  Bindings bindings_;
+  EvalContext ctx_;
+};
+
+TEST_F(ExprEvalTest, Arithmetic) {
+  auto sum = EvalText("1 + 2 * 3");
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_TRUE(sum->Equal(Datum::Int(7)));
+  EXPECT_EQ(sum->kind, Datum::Kind::kInt);
+  auto floor = EvalText("7 / -2");
+  ASSERT_TRUE(floor.ok()) << floor.status();
+  EXPECT_EQ(floor->i, -4);  // floor division, as in TorchScript
+  auto mod = EvalText("(0 - 7) % 3");
+  ASSERT_TRUE(mod.ok()) << mod.status();
+  EXPECT_EQ(mod->i, 2);
+  auto mixed = EvalText("1 + 0.5");
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->kind, Datum::Kind::kFloat);
+  EXPECT_DOUBLE_EQ(mixed->f, 1.5);
+}
+
+TEST_F(ExprEvalTest, CapturesListsIndexingAndFunctions) {
+  auto k = EvalText("$k * 2 >= 8 and not ($k == 5)");
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_TRUE(k->Equal(Datum::Bool(true)));
+  auto last = EvalText("$ks[-1]");
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->i, 6);
+  auto joined = EvalText("[1] + $ks");
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_TRUE(joined->Equal(Datum::List({Datum::Int(1), Datum::Int(5), Datum::Int(6)})));
+  auto values = EvalText("[%x, %xs...]");
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->kind, Datum::Kind::kValueSeq);
+  EXPECT_EQ(values->values.size(), 3u);
+  auto second = EvalText("%xs...[1]");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->value, graph_->inputs()[1]);
+  auto len = EvalText("len(%xs...) + len($ks)");
+  ASSERT_TRUE(len.ok()) << len.status();
+  EXPECT_EQ(len->i, 4);
+}
+
+TEST_F(ExprEvalTest, ErrorsNameTheExpression) {
+  auto zero = EvalText("1 / 0");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("expr.rules:7:"), std::string::npos) << zero.status();
+  EXPECT_NE(zero.status().message().find("division by zero"), std::string::npos);
+  auto unbound = EvalText("$nope + 1");
+  ASSERT_FALSE(unbound.ok());
+  EXPECT_NE(unbound.status().message().find("$nope is not bound"), std::string::npos);
+  auto range = EvalText("$ks[2]");
+  ASSERT_FALSE(range.ok());
+  EXPECT_NE(range.status().message().find("index out of range"), std::string::npos);
+  EXPECT_FALSE(EvalText("1 and true").ok());
+  // `or` does not evaluate its right side once the left one holds.
+  auto shortcut = EvalText("true or (1 / 0 == 1)");
+  ASSERT_TRUE(shortcut.ok()) << shortcut.status();
+  EXPECT_TRUE(shortcut->b);
+}
+
+std::vector<ExprPtr> ParseAll(const std::vector<std::string>& texts) {
+  std::vector<ExprPtr> out;
+  for (const std::string& t : texts) out.push_back(*ParseExpression(t, "expr.rules", 1));
+  return out;
+}
+
+TEST_F(ExprEvalTest, EvalAllKeepsOrderAndStopsAtAnError) {
+  auto both = EvalAll(ParseAll({"$k", "$k + 1"}), ctx_);
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_EQ(both->size(), 2u);
+  EXPECT_EQ((*both)[0].i, 4);
+  EXPECT_EQ((*both)[1].i, 5);
+  auto failed = EvalAll(ParseAll({"$k", "$nope"}), ctx_);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("$nope is not bound"), std::string::npos);
+}
+
+TEST_F(ExprEvalTest, ConstraintsHoldOnlyWhenAllAreTrue) {
+  EXPECT_TRUE(ConstraintsHold(ParseAll({"$k == 4", "len(%xs...) == 2"}), ctx_));
+  EXPECT_TRUE(ConstraintsHold({}, ctx_));
+  EXPECT_FALSE(ConstraintsHold(ParseAll({"$k == 4", "$k > 4"}), ctx_));
+  EXPECT_FALSE(ConstraintsHold(ParseAll({"$k + 1"}), ctx_));     // not a boolean
+  EXPECT_FALSE(ConstraintsHold(ParseAll({"$nope == 1"}), ctx_));  // cannot be evaluated
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace sentier

@@ -1,0 +1,317 @@
+// internal/group_search.cc — the group search (see group_search.h): members of a group rule are
+// matched and keyed, bucketed by block and key, and each bucket is cut greedily into groups of
+// independent members; before a group is rewritten, the members whose batch-following inputs
+// cannot be proved equal-shaped to the first member's are left out, and movable inputs (constants,
+// attribute reads) are hoisted to the batched op's insertion point.
+#include "passes/internal/group_search.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/debug_log.h"
+#include "passes/internal/expr_eval.h"
+#include "passes/internal/matcher.h"
+#include "passes/internal/rule_eval.h"
+
+namespace sentier {
+namespace internal {
+namespace {
+
+// Nodes that can be moved to an earlier point of their block without changing anything: constants,
+// attribute reads of the module, and int-list literals.
+bool Hoistable(Node* n) {
+  if (n->kind() == c10::prim::Constant) return true;
+  if (n->kind() == c10::prim::GetAttr) {
+    Value* obj = n->input(0);
+    return obj->node()->kind() == c10::prim::Param || Hoistable(obj->node());
+  }
+  if (n->kind() == c10::prim::ListConstruct) {
+    for (Value* v : n->inputs()) {
+      if (v->node()->kind() != c10::prim::Constant) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// Moves the definition of `v` (and what it needs) right after `*cursor` in `*cursor`'s block,
+// advancing the cursor, when it is hoistable and defined later; returns false when `v` is defined
+// later and cannot move. Inputs move first, so every moved node follows what it reads.
+bool HoistAfter(Value* v, Node** cursor) {
+  Node* n = v->node();
+  if (n->owningBlock() != (*cursor)->owningBlock() || n->kind() == c10::prim::Param) return true;
+  if (n == *cursor || n->isBefore(*cursor)) return true;
+  if (!Hoistable(n)) return false;
+  for (Value* in : n->inputs()) {
+    if (!HoistAfter(in, cursor)) return false;
+  }
+  n->moveAfter(*cursor);
+  *cursor = n;
+  return true;
+}
+
+// IsBefore: program order of two nodes of one block (nullptr = block start).
+bool IsBefore(Node* a, Node* b) {
+  if (a == nullptr) return b != nullptr;
+  if (b == nullptr) return false;
+  return a->isBefore(b);
+}
+
+}  // namespace
+
+// FollowsBatch: a tensor value whose size may change with the batch (a dynamic dim in the facts,
+// or no facts at all); module parameters and constants never do.
+bool FollowsBatch(Value* v, const ShapeFacts* facts) {
+  if (v->type()->kind() != c10::TypeKind::TensorType) return false;
+  if (Hoistable(v->node())) return false;
+  const TensorFact* f = facts != nullptr ? facts->Find(v) : nullptr;
+  if (f == nullptr) return true;
+  for (bool d : f->dynamic) {
+    if (d) return true;
+  }
+  return false;
+}
+
+// ProvablySameShape: a and b have equal sizes for every input the graph accepts, whatever the
+// batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; pieces
+// of two unbinds (or equal sections of two splits) on one dim of provably equal tensors; the
+// same shape-preserving op (pointwise, layer_norm, dropout, detach, linear with weights of equal
+// static sizes) applied to provably equal-shaped tensors and equal constants.
+bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
+  if (a == b) return true;
+  if (depth > 48) return false;
+  Node* na = a->node();
+  Node* nb = b->node();
+  if (na == nb && na->kind() == c10::prim::ListUnpack) {
+    Node* src = na->input(0)->node();
+    if (src->kind() == c10::aten::unbind) return true;
+    c10::optional<std::vector<int64_t>> sizes = SplitSections(src);
+    return sizes && (*sizes)[a->offset()] == (*sizes)[b->offset()];
+  }
+  if (na->kind() == c10::prim::ListUnpack && nb->kind() == c10::prim::ListUnpack) {
+    // Pieces of two unbinds, or two splits, on the same dim of provably equal-shaped tensors;
+    // for splits, the two pieces' sections must also be equal.
+    Node* sa = na->input(0)->node();
+    Node* sb = nb->input(0)->node();
+    if (sa->kind() != sb->kind()) return false;
+    size_t dim_index;
+    if (sa->kind() == c10::aten::unbind) {
+      dim_index = 1;
+    } else {
+      c10::optional<std::vector<int64_t>> za = SplitSections(sa);
+      c10::optional<std::vector<int64_t>> zb = SplitSections(sb);
+      if (!za || !zb || (*za)[a->offset()] != (*zb)[b->offset()]) return false;
+      dim_index = 2;
+    }
+    if (sa->inputs().size() <= dim_index || sb->inputs().size() <= dim_index) return false;
+    c10::optional<Datum> da = DatumFromConstant(sa->input(dim_index));
+    c10::optional<Datum> db = DatumFromConstant(sb->input(dim_index));
+    if (!da || !db || !da->Equal(*db)) return false;
+    return ProvablySameShape(sa->input(0), sb->input(0), facts, depth + 1);
+  }
+  if (na->kind() != nb->kind() || na->inputs().size() != nb->inputs().size() ||
+      na->outputs().size() != 1 || nb->outputs().size() != 1) {
+    return false;
+  }
+  static const char* kPreserving[] = {
+      "aten::relu",  "aten::tanh",   "aten::sigmoid",    "aten::silu",     "aten::gelu",
+      "aten::clamp", "aten::detach", "aten::nan_to_num", "aten::dropout",  "aten::layer_norm",
+      "aten::add",   "aten::sub",    "aten::mul",        "aten::div",      "aten::neg",
+      "aten::abs",   "aten::exp",    "aten::contiguous", "aten::softmax",  "aten::linear"};
+  bool preserving = false;
+  for (const char* k : kPreserving) preserving |= na->kind() == c10::Symbol::fromQualString(k);
+  if (!preserving) return false;
+  for (size_t k = 0; k < na->inputs().size(); ++k) {
+    Value* x = na->input(k);
+    Value* y = nb->input(k);
+    if (x == y) continue;
+    c10::optional<Datum> cx = DatumFromConstant(x);
+    c10::optional<Datum> cy = DatumFromConstant(y);
+    if (cx || cy) {
+      if (!cx || !cy || !cx->Equal(*cy)) return false;
+      continue;
+    }
+    if (!FollowsBatch(x, facts) && !FollowsBatch(y, facts)) {
+      // Parameters and other static tensors (a linear's weight, a layer_norm's affine): their
+      // sizes are fixed; they must be equal.
+      const TensorFact* fx = facts != nullptr ? facts->Find(x) : nullptr;
+      const TensorFact* fy = facts != nullptr ? facts->Find(y) : nullptr;
+      if (fx == nullptr || fy == nullptr || fx->sizes != fy->sizes) return false;
+      continue;
+    }
+    if (!ProvablySameShape(x, y, facts, depth + 1)) return false;
+  }
+  return true;
+}
+
+bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
+                      GroupMember* out) {
+  GroupMember m;
+  m.anchor = anchor;
+  if (!MatchRule(rule, anchor, &m.bindings)) return false;
+  EvalContext ctx = MakeContext(rule, anchor, facts, &m.bindings, nullptr);
+  if (!ConstraintsHold(rule.ast.where, ctx)) return false;
+  std::vector<std::string> key;
+  for (const ExprPtr& k : rule.ast.key) {
+    auto d = Eval(*k, ctx);
+    if (!d.ok()) return false;
+    key.push_back(d->DebugString());
+  }
+  m.key = absl::StrJoin(key, "|");
+  torch::jit::Block* block = anchor->owningBlock();
+  for (Node* n : m.bindings.matched_order) {
+    if (n->owningBlock() != block) return false;
+    for (Value* in : n->inputs()) {
+      if (m.bindings.matched.contains(in->node()) || Hoistable(in->node())) continue;
+      Node* def = DefinitionIn(in, block);
+      if (def != nullptr && IsBefore(m.last_input_def, def)) m.last_input_def = def;
+    }
+    for (Value* o : n->outputs()) {
+      for (const torch::jit::Use& u : o->uses()) {
+        if (m.bindings.matched.contains(u.user)) continue;
+        Node* user = OwnerIn(u.user, block);
+        if (user == nullptr || user->kind() == c10::prim::Return) continue;
+        if (m.first_output_use == nullptr || user->isBefore(m.first_output_use)) {
+          m.first_output_use = user;
+        }
+      }
+    }
+  }
+  *out = std::move(m);
+  return true;
+}
+
+namespace {
+
+// ApplyGroup: rewrites `members` (same block, same key, independent) as one group.
+ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& all_members,
+                       ShapeFacts* facts, const LegalityCheck& legal, std::string* error) {
+  if (all_members.empty()) return ApplyResult::kNoMatch;
+  // Keys compare sizes seen on the samples; stacking needs equal sizes for every batch. Keep the
+  // members whose batch-following values are provably shaped like the first member's.
+  std::vector<GroupMember*> members = {all_members[0]};
+  for (size_t i = 1; i < all_members.size(); ++i) {
+    bool same = true;
+    for (const auto& [name, v0] : all_members[0]->bindings.values) {
+      auto it = all_members[i]->bindings.values.find(name);
+      if (it == all_members[i]->bindings.values.end()) {
+        same = false;
+        break;
+      }
+      // Only what goes into the batched op must agree; the members' own results may differ.
+      if (all_members[0]->bindings.matched.contains(v0->node())) continue;
+      if (FollowsBatch(v0, facts) && !ProvablySameShape(v0, it->second, facts, 0)) {
+        same = false;
+        break;
+      }
+    }
+    if (same) members.push_back(all_members[i]);
+  }
+  if (static_cast<int64_t>(members.size()) < rule.ast.min_group) return ApplyResult::kNoMatch;
+  Node* anchor = members[0]->anchor;
+  torch::jit::Block* block = anchor->owningBlock();
+  Bindings combined;
+  Node* last_def = nullptr;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const GroupMember& m = *members[i];
+    if (m.anchor->owningBlock() != block) return ApplyResult::kNoMatch;
+    for (const auto& [name, v] : m.bindings.values) combined.seqs[name].push_back(v);
+    if (i == 0) combined.consts = m.bindings.consts;
+    for (Node* n : m.bindings.matched_order) {
+      if (!combined.matched.emplace(n, static_cast<int>(i)).second) return ApplyResult::kNoMatch;
+      combined.matched_order.push_back(n);
+    }
+    if (IsBefore(last_def, m.last_input_def)) last_def = m.last_input_def;
+  }
+  for (const GroupMember* m : members) {
+    if (m->first_output_use != nullptr && !IsBefore(last_def, m->first_output_use)) {
+      return ApplyResult::kNoMatch;
+    }
+  }
+  if (legal && !legal(combined.matched_order, anchor)) return ApplyResult::kIllegal;
+  // Movable inputs defined after the insertion point (attribute reads next to each member's op)
+  // move up to it, so the batched op can read them.
+  Node* cursor = last_def != nullptr ? last_def : block->param_node();
+  for (Node* n : combined.matched_order) {
+    for (Value* in : n->inputs()) {
+      if (combined.matched.contains(in->node())) continue;
+      if (!HoistAfter(in, &cursor)) return ApplyResult::kNoMatch;
+    }
+  }
+  EvalContext ctx = MakeContext(rule, anchor, facts, &combined, &legal);
+  return Rewrite(rule, ctx, error);
+}
+
+}  // namespace
+
+bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
+                    ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report) {
+  const std::string& name = rule.ast.name;
+  std::vector<std::string> bucket_order;
+  absl::flat_hash_map<std::string, std::vector<Node*>> buckets;
+  for (Node* n : candidates) {
+    bool live = false;
+    for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
+    if (!live) continue;
+    GroupMember m;
+    bool ok = MatchGroupMember(rule, n, facts, &m);
+    SENTIER_DEBUG(kGroups, "group " << name << " candidate %" << n->output(0)->debugName()
+                                    << " -> " << (ok ? m.key : std::string("no match")));
+    if (!ok) continue;
+    std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(n->owningBlock()), "#", m.key);
+    auto [it, inserted] = buckets.emplace(key, std::vector<Node*>());
+    if (inserted) bucket_order.push_back(key);
+    it->second.push_back(n);
+  }
+  bool changed = false;
+  for (const std::string& key : bucket_order) {
+    const std::vector<Node*>& anchors = buckets[key];
+    if (static_cast<int64_t>(anchors.size()) < rule.ast.min_group) continue;
+    std::vector<GroupMember> group;
+    Node* last_def = nullptr;
+    Node* first_use = nullptr;
+    auto flush = [&] {
+      if (static_cast<int64_t>(group.size()) >= rule.ast.min_group) {
+        std::vector<GroupMember*> ptrs;
+        for (auto& m : group) ptrs.push_back(&m);
+        std::string error;
+        ApplyResult res = ApplyGroup(rule, ptrs, facts, legal, &error);
+        if (res == ApplyResult::kApplied) changed = true;
+        report(res, group.size(), error);
+      }
+      group.clear();
+      last_def = nullptr;
+      first_use = nullptr;
+    };
+    for (Node* anchor : anchors) {
+      GroupMember m;
+      // Matched again: an earlier group of this round may have rewired this member's inputs.
+      if (!MatchGroupMember(rule, anchor, facts, &m)) continue;
+      if (absl::StrCat(reinterpret_cast<uintptr_t>(anchor->owningBlock()), "#", m.key) != key) continue;
+      Node* new_def = IsBefore(last_def, m.last_input_def) ? m.last_input_def : last_def;
+      Node* new_use = first_use;
+      if (m.first_output_use != nullptr &&
+          (new_use == nullptr || m.first_output_use->isBefore(new_use))) {
+        new_use = m.first_output_use;
+      }
+      bool fits = new_use == nullptr || IsBefore(new_def, new_use);
+      if (!group.empty() &&
+          (!fits || static_cast<int64_t>(group.size()) >= rule.ast.max_group)) {
+        flush();
+        new_def = m.last_input_def;
+        new_use = m.first_output_use;
+      }
+      group.push_back(std::move(m));
+      last_def = new_def;
+      first_use = new_use;
+    }
+    flush();
+  }
+  return changed;
+}
+
+}  // namespace internal
+}  // namespace sentier

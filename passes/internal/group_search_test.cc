@@ -1,0 +1,138 @@
+// group_search_test.cc — the group search: relus on the pieces of one unbind (provably equal
+// shapes) are found and batched as one group; relus on unequal sections of a split are not
+// (the member that cannot be proved equal-shaped is left out, and the rest is too small a
+// group), and the graph is unchanged. FollowsBatch and ProvablySameShape on their own.
+#include "passes/internal/group_search.h"
+
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/testing/file_check.h>
+
+#include "passes/internal/rule_engine_testing.h"
+
+namespace sentier {
+namespace internal {
+namespace {
+
+using test_util::CompileOne;
+using test_util::ParseGraph;
+using torch::jit::testing::FileCheck;
+
+constexpr char kBatchRelu[] = R"(rule batch_relu
+  family test
+  min_group 3
+  description N relus -> relu(stack) -> unbind
+  group
+    %y = aten::relu(%x)
+  key
+    len([%x])
+  rewrite
+    %S = aten::stack(%x..., 0)
+    %R = aten::relu(%S)
+    %U = aten::unbind(%R, 0)
+    %o... = unpack(%U, len(%y...))
+    replace %y... with %o...
+end
+)";
+
+// Three relus on the pieces of `source` (an unbind or a split), concatenated.
+std::string Graph(const std::string& source) {
+  return R"IR(
+graph(%x : Float(6, 4, strides=[4, 1], requires_grad=0, device=cpu)):
+  %zero : int = prim::Constant[value=0]()
+  %two : int = prim::Constant[value=2]()
+  %three : int = prim::Constant[value=3]()
+  %sizes : int[] = prim::ListConstruct(%two, %three, %two)
+  %parts : Tensor[] = )IR" + source + R"IR(
+  %a : Tensor, %b : Tensor, %c : Tensor = prim::ListUnpack(%parts)
+  %ra : Tensor = aten::relu(%a)
+  %rb : Tensor = aten::relu(%b)
+  %rc : Tensor = aten::relu(%c)
+  %l : Tensor[] = prim::ListConstruct(%ra, %rb, %rc)
+  %out : Tensor = aten::cat(%l, %zero)
+  return (%out)
+)IR";
+}
+
+struct Reported {
+  ApplyResult result;
+  size_t members;
+};
+
+// RunGroups: the group search for `rule_text` over the relus of `g`; what it reported.
+std::vector<Reported> RunGroups(const std::string& rule_text, const test_util::ParsedGraph& g,
+                                bool* changed) {
+  auto rule = CompileOne(rule_text);
+  EXPECT_TRUE(rule.ok()) << rule.status();
+  std::vector<Reported> reports;
+  if (!rule.ok()) return reports;
+  std::vector<Node*> candidates = {g.node("ra"), g.node("rb"), g.node("rc")};
+  *changed = ApplyGroupRule(candidates, **rule, /*facts=*/nullptr, LegalityCheck(),
+                            [&](ApplyResult res, size_t members, const std::string& error) {
+                              EXPECT_TRUE(error.empty()) << error;
+                              reports.push_back({res, members});
+                            });
+  return reports;
+}
+
+TEST(GroupSearchTest, RelusOnUnbindPiecesAreOneGroup) {
+  auto g = ParseGraph(Graph("aten::unbind(%x, %zero)"));
+  bool changed = false;
+  std::vector<Reported> reports = RunGroups(kBatchRelu, g, &changed);
+  EXPECT_TRUE(changed);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].result, ApplyResult::kApplied);
+  EXPECT_EQ(reports[0].members, 3u);
+  FileCheck()
+      .check("aten::stack(")
+      ->check("aten::relu(")
+      ->check("aten::unbind(")
+      ->check("prim::ListUnpack(")
+      ->check("aten::cat(")
+      ->run(*g);
+  for (const char* name : {"ra", "rb", "rc"}) {
+    EXPECT_FALSE(g.value(name)->hasUses()) << name;
+  }
+}
+
+TEST(GroupSearchTest, RelusOnUnequalSplitSectionsAreNotAGroup) {
+  auto g = ParseGraph(Graph("aten::split_with_sizes(%x, %sizes, %zero)"));
+  const std::string before = g->toString();
+  bool changed = true;
+  std::vector<Reported> reports = RunGroups(kBatchRelu, g, &changed);
+  EXPECT_FALSE(changed);
+  // One bucket of three was tried; the section of 3 rows is left out and two are too few.
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].result, ApplyResult::kNoMatch);
+  EXPECT_EQ(g->toString(), before);
+}
+
+TEST(GroupSearchTest, MatchGroupMemberComputesTheKey) {
+  auto rule = CompileOne(kBatchRelu);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto g = ParseGraph(Graph("aten::unbind(%x, %zero)"));
+  GroupMember m;
+  ASSERT_TRUE(MatchGroupMember(**rule, g.node("rb"), nullptr, &m));
+  EXPECT_EQ(m.key, "1");
+  EXPECT_EQ(m.bindings.values.at("x"), g.value("b"));
+  EXPECT_EQ(m.first_output_use, g.node("l"));
+  EXPECT_FALSE(MatchGroupMember(**rule, g.node("out"), nullptr, &m));
+}
+
+TEST(GroupSearchTest, ProvablySameShapeSeesEqualPiecesOnly) {
+  auto g = ParseGraph(Graph("aten::split_with_sizes(%x, %sizes, %zero)"));
+  Node* unpack = g.node("a");
+  Value* a = unpack->outputs()[0];  // 2 rows
+  Value* b = unpack->outputs()[1];  // 3 rows
+  Value* c = unpack->outputs()[2];  // 2 rows
+  EXPECT_TRUE(ProvablySameShape(a, c, nullptr));
+  EXPECT_FALSE(ProvablySameShape(a, b, nullptr));
+  EXPECT_TRUE(ProvablySameShape(g.value("ra"), g.value("rc"), nullptr));
+  EXPECT_FALSE(ProvablySameShape(g.value("ra"), g.value("rb"), nullptr));
+  // Without shape facts every computed tensor may follow the batch; constants never do.
+  EXPECT_TRUE(FollowsBatch(a, nullptr));
+  EXPECT_FALSE(FollowsBatch(g.value("zero"), nullptr));
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace sentier

@@ -1,0 +1,289 @@
+// internal/rewriter.cc — the rewriter (see rewriter.h): runs a rule's rewrite section as a
+// transaction. New nodes are inserted right after the latest definition among their inputs,
+// every replacement is checked (types, dominance, no cycle), and only then are uses redirected;
+// on any failure the inserted nodes are destroyed and the graph is as before.
+#include "passes/internal/rewriter.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <torch/csrc/jit/ir/constants.h>
+
+#include "absl/strings/str_cat.h"
+#include "passes/internal/expr_eval.h"
+
+namespace sentier {
+namespace internal {
+namespace {
+
+using torch::jit::Graph;
+
+bool SameKindOfType(const c10::TypePtr& from, const c10::TypePtr& to) {
+  c10::TypePtr a = c10::unshapedType(from);
+  c10::TypePtr b = c10::unshapedType(to);
+  return b->isSubtypeOf(*a);
+}
+
+bool UseIsAfter(const torch::jit::Use& use, Node* def) {
+  if (def == nullptr) return true;
+  Node* user = OwnerIn(use.user, def->owningBlock());
+  if (user == nullptr) return false;
+  if (user->kind() == c10::prim::Return) return true;
+  return def->isBefore(user);
+}
+
+class Rewriter {
+ public:
+  Rewriter(const CompiledRule& rule, EvalContext& ctx) : rule_(rule), ctx_(ctx) {}
+
+  absl::StatusOr<bool> Run() {
+    Graph* g = ctx_.graph;
+    torch::jit::Block* block = ctx_.anchor->owningBlock();
+    std::vector<std::pair<Value*, Value*>> replacements;
+    bool changed = false;
+    try {
+      for (const RewriteStmt& s : rule_.ast.rewrite) {
+        switch (s.kind) {
+          case RewriteStmt::Kind::kInsert: {
+            absl::StatusOr<std::vector<Datum>> evaluated = EvalAll(s.args, ctx_);
+            if (!evaluated.ok()) return Fail(evaluated.status());
+            std::vector<Datum> args = std::move(*evaluated);
+            std::vector<std::pair<std::string, Datum>> kwargs;
+            std::vector<Datum> all = args;
+            for (const auto& [kw, a] : s.kwargs) {
+              auto d = Eval(*a, ctx_);
+              if (!d.ok()) return Fail(d.status());
+              kwargs.emplace_back(kw, *d);
+              all.push_back(*d);
+            }
+            Node* point = InsertPointFor(all, block);
+            torch::jit::WithInsertPoint guard(point);
+            std::vector<torch::jit::NamedValue> named, kwnamed;
+            for (const Datum& d : args) {
+              auto nv = ToNamedValue(d, g);
+              if (!nv.ok()) return Fail(nv.status());
+              named.push_back(*nv);
+            }
+            for (const auto& [kw, d] : kwargs) {
+              auto nv = ToNamedValue(d, g);
+              if (!nv.ok()) return Fail(nv.status());
+              kwnamed.emplace_back(kw, nv->value(*g));
+            }
+            Value* out = g->insert(c10::Symbol::fromQualString(s.op), named, kwnamed);
+            Track(out->node());
+            // An overload reached only through an implicit conversion (a tensor passed where a
+            // Scalar goes) computes something else: refuse it.
+            for (Value* in : out->node()->inputs()) {
+              c10::Symbol k = in->node()->kind();
+              if (k == c10::aten::ScalarImplicit || k == c10::aten::IntImplicit ||
+                  k == c10::aten::FloatImplicit || k == c10::aten::ComplexImplicit) {
+                Track(in->node());
+                return Fail(absl::InvalidArgumentError(absl::StrCat(
+                    s.op, " matched only through an implicit ", k.toQualString(),
+                    " (pass keyword-only arguments as name=value)")));
+              }
+            }
+            ctx_.bindings->values[s.output] = out;
+            break;
+          }
+          case RewriteStmt::Kind::kUnpack: {
+            auto list = Eval(*s.args[0], ctx_);
+            if (!list.ok()) return Fail(list.status());
+            auto count = Eval(*s.args[1], ctx_);
+            if (!count.ok()) return Fail(count.status());
+            if (list->kind != Datum::Kind::kValue || count->kind != Datum::Kind::kInt ||
+                count->i < 0) {
+              return Fail(absl::InvalidArgumentError("unpack(list, count) needs a list value and an int"));
+            }
+            Node* point = InsertPointFor({*list}, block);
+            torch::jit::WithInsertPoint guard(point);
+            Node* un = g->insertNode(g->createListUnpack(list->value, static_cast<size_t>(count->i)));
+            Track(un);
+            ctx_.bindings->seqs[s.output] =
+                std::vector<Value*>(un->outputs().begin(), un->outputs().end());
+            break;
+          }
+          case RewriteStmt::Kind::kReplace: {
+            auto from = Eval(*s.from, ctx_);
+            if (!from.ok()) return Fail(from.status());
+            auto to = Eval(*s.to, ctx_);
+            if (!to.ok()) return Fail(to.status());
+            std::vector<Value*> fs = AsValues(*from), ts = AsValues(*to);
+            if (fs.size() != ts.size() || fs.empty()) {
+              return Fail(absl::InvalidArgumentError(
+                  absl::StrCat("replace: ", fs.size(), " values with ", ts.size())));
+            }
+            for (size_t k = 0; k < fs.size(); ++k) {
+              if (fs[k] == nullptr || ts[k] == nullptr) {
+                return Fail(absl::InvalidArgumentError("replace needs graph values"));
+              }
+              if (fs[k] != ts[k]) replacements.emplace_back(fs[k], ts[k]);
+            }
+            break;
+          }
+          case RewriteStmt::Kind::kCall: {
+            // Builtins validate and edit on their own. A call is a rule's last statement and
+            // no `replace` precedes it (checked when the rule is compiled).
+            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+            if (!args.ok()) return Fail(args.status());
+            auto did = Builtins().at(s.op).impl(*args, ctx_);
+            if (!did.ok()) return Fail(did.status());
+            if (!*did) return Fail(absl::OkStatus());
+            changed = true;
+            break;
+          }
+        }
+      }
+    } catch (const std::exception& ex) {
+      return Fail(absl::InternalError(absl::StrCat("rule '", rule_.ast.name, "': ", ex.what())));
+    }
+    if (!Commit(replacements)) return Fail(absl::OkStatus());
+    changed |= !replacements.empty();
+    if (!changed) {
+      RollBack();
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  static std::vector<Value*> AsValues(const Datum& d) {
+    if (d.kind == Datum::Kind::kValue) return {d.value};
+    if (d.kind == Datum::Kind::kValueSeq) return d.values;
+    return {nullptr};
+  }
+
+  absl::StatusOr<torch::jit::NamedValue> ToNamedValue(const Datum& d, Graph* g) {
+    if (d.kind == Datum::Kind::kValue) return torch::jit::NamedValue(d.value);
+    if (d.kind == Datum::Kind::kValueSeq) {
+      if (d.values.empty()) return absl::InvalidArgumentError("cannot build an empty value list");
+      c10::TypePtr elem = c10::unshapedType(d.values[0]->type());
+      Node* list = g->insertNode(g->createList(elem, d.values));
+      Track(list);
+      return torch::jit::NamedValue(list->output());
+    }
+    if (d.value != nullptr && d.value->node()->kind() == c10::prim::Constant) {
+      return torch::jit::NamedValue(d.value);
+    }
+    auto iv = d.ToIValue();
+    if (!iv.ok()) return iv.status();
+    return torch::jit::NamedValue(*iv);
+  }
+
+  // New nodes go right after the latest definition among their inputs (within the anchor's
+  // block), so they dominate as many uses of the values they replace as possible.
+  Node* InsertPointFor(const std::vector<Datum>& args, torch::jit::Block* block) {
+    Node* latest = nullptr;
+    auto consider = [&](Value* v) {
+      Node* def = DefinitionIn(v, block);
+      if (def != nullptr && (latest == nullptr || latest->isBefore(def))) latest = def;
+    };
+    for (const Datum& d : args) {
+      if (d.kind == Datum::Kind::kValue) consider(d.value);
+      if (d.kind == Datum::Kind::kValueSeq) {
+        for (Value* v : d.values) consider(v);
+      }
+      // Constants captured from the graph are reused as they are (ToNamedValue).
+      if (d.IsConstant() && d.value != nullptr && d.value->node()->kind() == c10::prim::Constant) {
+        consider(d.value);
+      }
+    }
+    if (latest == nullptr) return block->nodes().front();
+    return latest->next();
+  }
+
+  void Track(Node* n) { inserted_.push_back(n); }
+
+  bool Commit(const std::vector<std::pair<Value*, Value*>>& reps) {
+    for (const auto& [from, to] : reps) {
+      if (!SameKindOfType(from->type(), to->type())) return false;
+      Node* def = DefinitionIn(to, from->node()->owningBlock());
+      for (const torch::jit::Use& use : from->uses()) {
+        if (use.user == to->node()) return false;  // would create a cycle
+        if (!UseIsAfter(use, def)) return false;
+      }
+    }
+    // All replacements happen at once (a swap [%a, %b] -> [%b, %a] works): uses are taken
+    // before any of them is redirected.
+    std::vector<std::vector<torch::jit::Use>> uses;
+    for (const auto& rep : reps) uses.push_back(rep.first->uses());
+    for (size_t k = 0; k < reps.size(); ++k) {
+      Value* from = reps[k].first;
+      Value* to = reps[k].second;
+      bool created = std::find(inserted_.begin(), inserted_.end(), to->node()) != inserted_.end();
+      if (created && from->type()->kind() == c10::TypeKind::TensorType &&
+          to->type()->kind() == c10::TypeKind::TensorType) {
+        to->setType(from->type());
+      }
+      for (const torch::jit::Use& u : uses[k]) u.user->replaceInput(u.offset, to);
+      if (ctx_.facts != nullptr) ctx_.facts->Propagate(from, to);
+    }
+    return true;
+  }
+
+  void RollBack() {
+    for (auto it = inserted_.rbegin(); it != inserted_.rend(); ++it) {
+      Node* n = *it;
+      bool used = false;
+      for (Value* o : n->outputs()) used |= o->hasUses();
+      if (!used) n->destroy();
+    }
+    inserted_.clear();
+  }
+
+  absl::StatusOr<bool> Fail(const absl::Status& st) {
+    RollBack();
+    if (st.ok()) return false;
+    return st;
+  }
+
+  const CompiledRule& rule_;
+  EvalContext& ctx_;
+  std::vector<Node*> inserted_;
+};
+
+}  // namespace
+
+Node* OwnerIn(Node* n, torch::jit::Block* block) {
+  while (n != nullptr && n->owningBlock() != block) {
+    torch::jit::Block* ob = n->owningBlock();
+    if (ob == nullptr || ob->owningNode() == nullptr) return nullptr;
+    n = ob->owningNode();
+  }
+  return n;
+}
+
+Node* DefinitionIn(Value* v, torch::jit::Block* block) {
+  Node* n = OwnerIn(v->node(), block);
+  if (n != nullptr && n->kind() == c10::prim::Param) return nullptr;
+  return n;
+}
+
+EvalContext MakeContext(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
+                        Bindings* bindings, const LegalityCheck* legal) {
+  EvalContext ctx;
+  ctx.graph = anchor->owningGraph();
+  ctx.anchor = anchor;
+  ctx.facts = facts;
+  ctx.bindings = bindings;
+  ctx.rule_name = rule.ast.name;
+  if (legal != nullptr && *legal) {
+    LegalityCheck check = *legal;
+    ctx.legal = [check, anchor](const std::vector<Node*>& nodes) { return check(nodes, anchor); };
+  }
+  return ctx;
+}
+
+ApplyResult Rewrite(const CompiledRule& rule, EvalContext& ctx, std::string* error) {
+  Rewriter rw(rule, ctx);
+  auto done = rw.Run();
+  if (!done.ok()) {
+    if (error != nullptr) *error = std::string(done.status().message());
+    return ApplyResult::kError;
+  }
+  return *done ? ApplyResult::kApplied : ApplyResult::kNoMatch;
+}
+
+}  // namespace internal
+}  // namespace sentier

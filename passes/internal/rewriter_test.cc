@@ -1,0 +1,98 @@
+// rewriter_test.cc — the transactional rewriter: a rewrite that inserts nodes and replaces a
+// value commits (FileCheck on the result); one whose statement fails, or whose replacement has
+// the wrong type, rolls back and leaves the graph exactly as it was.
+#include "passes/internal/rewriter.h"
+
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/testing/file_check.h>
+
+#include "passes/internal/matcher.h"
+#include "passes/internal/rule_engine_testing.h"
+
+namespace sentier {
+namespace internal {
+namespace {
+
+using test_util::CompileOne;
+using test_util::ParseGraph;
+using torch::jit::testing::FileCheck;
+
+constexpr char kGraph[] = R"IR(
+graph(%x : Tensor):
+  %a : Tensor = aten::relu(%x)
+  %y : Tensor = aten::relu(%a)
+  %z : Tensor = aten::tanh(%y)
+  return (%z)
+)IR";
+
+// RuleWithRewrite: relu(relu(x)) with `rewrite` as its rewrite section.
+std::string RuleWithRewrite(const std::string& rewrite) {
+  return R"(rule relu_twice
+  family test
+  description relu(relu(x))
+  match
+    %a = aten::relu(%x)
+    %y = aten::relu(%a)
+  rewrite
+)" + rewrite + "end\n";
+}
+
+// RewriteAtY: matches `rule_text` at %y of `g` and runs its rewrite.
+ApplyResult RewriteAtY(const std::string& rule_text, const test_util::ParsedGraph& g,
+                       std::string* error) {
+  auto rule = CompileOne(rule_text);
+  EXPECT_TRUE(rule.ok()) << rule.status();
+  if (!rule.ok()) return ApplyResult::kError;
+  Node* anchor = g.node("y");
+  Bindings b;
+  EXPECT_TRUE(MatchRule(**rule, anchor, &b));
+  EvalContext ctx = MakeContext(**rule, anchor, nullptr, &b, nullptr);
+  return Rewrite(**rule, ctx, error);
+}
+
+TEST(RewriterTest, InsertAndReplaceCommit) {
+  auto g = ParseGraph(kGraph);
+  std::string error;
+  ApplyResult res = RewriteAtY(RuleWithRewrite("    %c = aten::clamp(%x, 0, None)\n"
+                                               "    replace %y with %c\n"),
+                               g, &error);
+  ASSERT_EQ(res, ApplyResult::kApplied) << error;
+  FileCheck()
+      .check("aten::clamp(%x")
+      ->check("aten::tanh(")
+      ->run(*g);
+  // The tanh now reads the clamp; the old relu chain has no user left.
+  Node* tanh = g.node("z");
+  EXPECT_EQ(tanh->input(0)->node()->kind(), c10::Symbol::fromQualString("aten::clamp"));
+  EXPECT_FALSE(g.value("y")->hasUses());
+}
+
+TEST(RewriterTest, FailingStatementRollsBack) {
+  auto g = ParseGraph(kGraph);
+  const std::string before = g->toString();
+  std::string error;
+  ApplyResult res = RewriteAtY(RuleWithRewrite("    %c = aten::tanh(%x)\n"
+                                               "    %d = aten::mul(%c, 1 / 0)\n"
+                                               "    replace %y with %d\n"),
+                               g, &error);
+  EXPECT_EQ(res, ApplyResult::kError);
+  EXPECT_NE(error.find("division by zero"), std::string::npos) << error;
+  EXPECT_EQ(g->toString(), before);
+}
+
+TEST(RewriterTest, ReplacementOfAnotherTypeRollsBack) {
+  auto g = ParseGraph(kGraph);
+  const std::string before = g->toString();
+  std::string error;
+  // A Tensor cannot be replaced by an int: the commit refuses, nothing changes, no error.
+  ApplyResult res = RewriteAtY(RuleWithRewrite("    %n = aten::dim(%x)\n"
+                                               "    replace %y with %n\n"),
+                               g, &error);
+  EXPECT_EQ(res, ApplyResult::kNoMatch);
+  EXPECT_TRUE(error.empty()) << error;
+  EXPECT_EQ(g->toString(), before);
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace sentier
