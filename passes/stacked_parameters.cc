@@ -148,7 +148,6 @@ std::string Access(const std::string& qualified) {
   return out;
 }
 
-std::string ShapeList(const std::vector<int64_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 
 // A string literal for TorchScript source (the names are module paths: letters, digits, '.', '_').
 std::string Quote(const std::string& s) { return absl::StrCat("\"", s, "\""); }
@@ -402,22 +401,17 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
     absl::StrAppend(&src, "    d[", Quote(n), "] = ", it != view.end() ? it->second : Access(n), "\n");
   }
   absl::StrAppend(&src, "    return d\n\n");
-  absl::StrAppend(&src, "def load_original_state_dict(self, sd: Dict[str, Tensor]):\n");
-  absl::StrAppend(&src, "    known: List[str] = [");
-  for (size_t i = 0; i < layout.original_names.size(); ++i) {
-    absl::StrAppend(&src, i ? ", " : "", Quote(layout.original_names[i]));
-  }
-  absl::StrAppend(&src, "]\n    for k in sd.keys():\n"
-                        "        assert k in known, \"load_original_state_dict: unexpected key \" + k\n");
-  for (size_t i = 0; i < layout.original_names.size(); ++i) {
-    const std::string& n = layout.original_names[i];
-    auto it = view.find(n);
-    std::string target = it != view.end() ? it->second : Access(n);
-    absl::StrAppend(&src, "    assert ", Quote(n), " in sd, \"load_original_state_dict: missing key ", n, "\"\n",
-                    "    assert sd[", Quote(n), "].size() == ", ShapeList(layout.original_shapes[i]),
-                    ", \"load_original_state_dict: key ", n, " has the wrong shape\"\n",
-                    "    ", target, ".detach().copy_(sd[", Quote(n), "])\n");
-  }
+  // Loading goes through those views (copy_ into a view writes the stored parameter), in one
+  // loop: a statement per name would make the method slow to compile and to save.
+  absl::StrAppend(&src,
+                  "def load_original_state_dict(self, sd: Dict[str, Tensor]):\n"
+                  "    d = self.original_state_dict()\n"
+                  "    for k in sd.keys():\n"
+                  "        assert k in d, \"load_original_state_dict: unexpected key \" + k\n"
+                  "    for k in d.keys():\n"
+                  "        assert k in sd, \"load_original_state_dict: missing key \" + k\n"
+                  "        assert sd[k].size() == d[k].size(), \"load_original_state_dict: key \" + k + \" has the wrong shape\"\n"
+                  "        d[k].detach().copy_(sd[k])\n");
   try {
     module.register_attribute(kParamLayoutAttribute, c10::StringType::get(), layout.ToJson());
     module.define(src);
