@@ -7,6 +7,9 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/torch.h>
 
+#include "passes/module_state.h"
+#include "passes/shape_facts.h"
+
 namespace sentier {
 namespace {
 
@@ -107,6 +110,40 @@ TEST(FlattenTensorsTest, PathsNameEveryTensorInSortedDictOrder) {
   ASSERT_EQ(flat.size(), 2u);
   EXPECT_EQ(flat[0].first, "input[0][a]");
   EXPECT_EQ(flat[1].first, "input[0][b]");
+}
+
+
+// Runs on samples are measurements: a forward that writes to its module (in-place buffer updates
+// as BatchNorm's running statistics, attribute assignments) must leave it as it was.
+TEST(ModuleStateGuardTest, RunsOnSamplesLeaveBuffersAndAttributesAsTheyWere) {
+  torch::jit::Module m("Counting");
+  m.register_buffer("running", torch::zeros({2}));
+  m.register_attribute("steps", c10::IntType::get(), 0);
+  m.register_parameter("w", torch::ones({2}), /*is_buffer=*/false);
+  m.define(R"TS(
+def forward(self, x):
+    self.running.add_(x.sum(0))
+    self.steps = self.steps + 1
+    return x * self.w
+)TS");
+  auto graph = m.get_method("forward").graph();
+  std::vector<c10::IValue> samples = {m._ivalue(), torch::ones({3, 2})};
+  auto facts = RecordShapeFacts(graph, samples);
+  ASSERT_TRUE(facts.ok()) << facts.status();
+  EXPECT_TRUE(m.attr("running").toTensor().equal(torch::zeros({2})));
+  EXPECT_EQ(m.attr("steps").toInt(), 0);
+  EXPECT_TRUE(m.attr("w").toTensor().equal(torch::ones({2})));
+
+  {
+    ModuleStateGuard keep(m._ivalue());
+    m.forward({torch::ones({3, 2})});
+    // Inside the guard the run's effects are visible (the guard does not stop them) ...
+    EXPECT_TRUE(m.attr("running").toTensor().equal(torch::full({2}, 3.0)));
+    EXPECT_EQ(m.attr("steps").toInt(), 1);
+  }
+  // ... and gone after it.
+  EXPECT_TRUE(m.attr("running").toTensor().equal(torch::zeros({2})));
+  EXPECT_EQ(m.attr("steps").toInt(), 0);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "passes/module_state.h"
 #include "passes/sample_inputs.h"
 
 namespace sentier {
@@ -81,6 +82,7 @@ absl::StatusOr<std::vector<c10::IValue>> RunProbed(const std::shared_ptr<Graph>&
   }
   try {
     c10::NoGradGuard no_grad;
+    ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);  // a measurement, not training
     torch::jit::Code code(copy, "sentier_shape_facts");
     torch::jit::InterpreterState state(code);
     std::vector<c10::IValue> stack = inputs;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "passes/module_state.h"
 #include "passes/sample_inputs.h"
 
 namespace sentier {
@@ -103,6 +104,8 @@ void EndOp(const at::RecordFunction&, at::ObserverContext*) { --op_depth; }
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
                                      const std::vector<c10::IValue>& inputs) {
   c10::NoGradGuard no_grad;
+  // Counting must not train the module (BatchNorm's running statistics, SetAttr).
+  ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);
   std::vector<c10::IValue> cloned = CloneInputs(inputs);
   // Warm-up run first, so one-time work is not counted.
   auto warm = RunGraph(graph, cloned);

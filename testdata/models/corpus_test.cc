@@ -147,6 +147,15 @@ TEST_P(CorpusTest, OptimizedArtifactIsEquivalentAndExpectedRulesFire) {
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
   auto original = LoadModel(a.path());
   ASSERT_TRUE(original.ok());
+  // The artifact's state is the original's: optimizing runs the model on its samples (shape
+  // facts, op counts), and those runs must not train it (BatchNorm's running statistics).
+  std::map<std::string, at::Tensor> artifact_buffers;
+  for (const auto& b : reloaded->module.named_buffers(/*recurse=*/true)) artifact_buffers[b.name] = b.value;
+  for (const auto& b : original->module.named_buffers(/*recurse=*/true)) {
+    auto it = artifact_buffers.find(b.name);
+    if (it == artifact_buffers.end()) continue;  // batched away (stacked layouts are tested elsewhere)
+    EXPECT_TRUE(at::equal(it->second, b.value)) << "buffer " << b.name << " changed while optimizing";
+  }
   CheckOptions check;  // CPU, outputs and gradients, samples + 1 random set + batch x2
   check.trials = 2;
   auto r = EquivalenceChecker(check).Check(original->module, reloaded->module, o->inputs);
