@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include "absl/strings/str_cat.h"
