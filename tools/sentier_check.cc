@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
+#include "runtime/options_enums.h"
 #include "runtime/torch_settings.h"
 
 DEFINE_string(reference, "", "the original model (.pt)");
@@ -49,23 +50,28 @@ int Run() {
     return Fail(2, "--reference, --candidate and --inputs are required");
   }
   sentier::CheckOptions opts;
-  if (FLAGS_device == "auto") {
-    opts.device = torch::cuda::is_available() ? "cuda" : "cpu";
-  } else if (FLAGS_device == "cuda") {
-    if (!torch::cuda::is_available()) return Fail(2, "--device=cuda but no CUDA device is available");
-    opts.device = "cuda";
-  } else if (FLAGS_device == "cpu") {
-    opts.device = "cpu";
-  } else {
+  absl::StatusOr<sentier::DeviceRequest> device = sentier::ParseDeviceRequest(FLAGS_device);
+  if (!device.ok()) {
     return Fail(2, absl::StrCat("--device must be auto, cpu or cuda, not '", FLAGS_device, "'"));
   }
-  if (FLAGS_mode == "inference") {
-    opts.training = false;
-  } else if (FLAGS_mode == "training") {
-    opts.inference = false;
-  } else if (FLAGS_mode != "both") {
+  switch (*device) {
+    case sentier::DeviceRequest::kAuto:
+      opts.device = torch::cuda::is_available() ? "cuda" : "cpu";
+      break;
+    case sentier::DeviceRequest::kCuda:
+      if (!torch::cuda::is_available()) return Fail(2, "--device=cuda but no CUDA device is available");
+      opts.device = "cuda";
+      break;
+    case sentier::DeviceRequest::kCpu:
+      opts.device = "cpu";
+      break;
+  }
+  absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
+  if (!mode.ok()) {
     return Fail(2, absl::StrCat("--mode must be inference, training or both, not '", FLAGS_mode, "'"));
   }
+  opts.inference = *mode != sentier::ValidationMode::kTraining;
+  opts.training = *mode != sentier::ValidationMode::kInference;
   if (FLAGS_dtype == "bfloat16") {
     opts.dtype = c10::kBFloat16;
   } else if (FLAGS_dtype != "float32") {
