@@ -183,7 +183,7 @@ int Run() {
   j["rules_fingerprint"] = (*rules)->Fingerprint();
   j["rules_loaded"] = (*rules)->size();
   j["mode"] = FLAGS_mode;
-  j["device"] = "cpu";
+  j["device"] = std::string(sentier::DeviceName(sentier::Device::kCpu));
   auto write_report = [&]() -> int {
     if (FLAGS_report.empty()) return kOk;
     absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
@@ -220,22 +220,23 @@ int Run() {
       return Fail(kBadInput, "--device=cuda but no CUDA device is available");
     }
     if (!device.ok()) return Fail(kBadInput, "--device must be auto, cpu or cuda");
-    copts.device = *device == sentier::DeviceRequest::kAuto
-                       ? (cuda ? "cuda" : "cpu")
-                       : std::string(sentier::DeviceRequestName(*device));
+    copts.device = *device == sentier::DeviceRequest::kCuda || (*device == sentier::DeviceRequest::kAuto && cuda)
+                       ? sentier::Device::kCuda
+                       : sentier::Device::kCpu;
     absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
     if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
       return Fail(kBadInput, "--mode must be training or inference");
     }
     copts.training = *mode == sentier::ValidationMode::kTraining;
     copts.margins.memory = FLAGS_memory_margin;
-    j["device"] = copts.device;
+    const std::string device_name(sentier::DeviceName(copts.device));
+    j["device"] = device_name;
     std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());
     auto sel = sentier::SelectRulesByMeasurement(FLAGS_input, plain, **rules, copts);
     if (!sel.ok()) return Fail(kInternal, absl::StrCat("--cost=measure: ", sel.status().message()));
     selection = *sel;
     measured = true;
-    sentier::AddSelection(selection, copts.device, FLAGS_mode, &j);
+    sentier::AddSelection(selection, copts.device, *mode, &j);
     for (const std::string& line : selection.log) std::cout << "sentier_opt: cost: " << line << "\n";
     if (!selection.faster) {
       return keep_original(
@@ -250,7 +251,7 @@ int Run() {
                           selection.optimized_ms, selection.original_ms,
                           selection.optimized_peak_bytes / 1048576.0,
                           selection.original_peak_bytes / 1048576.0) +
-          " per " + FLAGS_mode + " step on " + copts.device + ")");
+          " per " + FLAGS_mode + " step on " + device_name + ")");
     }
     rules = selection.rules;
   } else if (FLAGS_cost != "none") {

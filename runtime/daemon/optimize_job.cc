@@ -131,7 +131,7 @@ int RunOptimizeJob(const JobSpec& spec) {
     Device device = spec.device;
     bool select = spec.select_rules;
     if (device == Device::kCuda) {
-      absl::Status runs = RunsOnDevice(model->module, *inputs, "cuda", training);
+      absl::Status runs = RunsOnDevice(model->module, *inputs, Device::kCuda, training);
       if (absl::IsFailedPrecondition(runs)) {
         j["device_note"] = absl::StrCat(runs.message(), "; validated on the CPU instead");
         LOG(WARNING) << "[" << spec.model << "/" << spec.version << "] job: " << runs.message()
@@ -178,7 +178,7 @@ int RunOptimizeJob(const JobSpec& spec) {
     if (select) {
       auto ts = Clock::now();
       CostOptions cost;
-      cost.device = device_name;
+      cost.device = device;
       cost.training = training;
       cost.inference_too = spec.mode == ValidationMode::kBoth;
       cost.verify_each = false;  // the artifact is validated below
@@ -187,7 +187,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
-      AddSelection(*sel, device_name, mode, &j);
+      AddSelection(*sel, device, spec.mode, &j);
       use = sel->rules;  // empty when no set pays
       if (!sel->faster && !sel->none_fired) {
         unchanged_reason = absl::StrFormat(
@@ -240,7 +240,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       // gradients of every input, parameter and buffer (EquivalenceChecker), on the job's device.
       auto t2 = Clock::now();
       CheckOptions check;
-      check.device = device_name;
+      check.device = device;
       check.inference = spec.mode != ValidationMode::kTraining;
       check.training = training;
       check.trials = 2;
