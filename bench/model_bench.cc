@@ -285,7 +285,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
   if (gate) {
     auto g0 = std::chrono::steady_clock::now();
     CostOptions cost;
-    cost.device = device.is_cuda() ? "cuda" : "cpu";
+    cost.device = device.is_cuda() ? sentier::Device::kCuda : sentier::Device::kCpu;
     cost.training = true;
     cost.inference_too = true;
     cost.verify_each = false;  // the final artifact is checked below
@@ -324,7 +324,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
   // Equivalence, once: outputs and gradients of inputs and parameters, on the bench device, at
   // a moderate batch (and twice it).
   CheckOptions check;
-  check.device = device.is_cuda() ? "cuda" : "cpu";
+  check.device = device.is_cuda() ? sentier::Device::kCuda : sentier::Device::kCpu;
   check.trials = 1;
   int64_t check_batch = std::min<int64_t>(p->batch, 512);
   auto checked = EquivalenceChecker(check).Check(p->original, p->optimized, bm.inputs(check_batch));

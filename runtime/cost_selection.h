@@ -30,12 +30,13 @@
 
 #include "absl/status/statusor.h"
 #include "passes/rule_set.h"
+#include "runtime/options_enums.h"
 #include "runtime/verdict.h"
 
 namespace sentier {
 
 struct CostOptions {
-  std::string device = "cpu";   // where to time: cpu or cuda
+  Device device = Device::kCpu;  // where to time
   bool training = true;         // time forward + backward (else forward only)
   bool inference_too = false;   // with training: score = training step + forward, and the
                                 // selection must not make the forward slower either

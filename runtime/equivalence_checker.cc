@@ -242,10 +242,10 @@ absl::Status ReferenceFailure(const torch::jit::Module& reference, const std::ve
 }  // namespace
 
 absl::Status RunsOnDevice(const torch::jit::Module& module, const std::vector<c10::IValue>& samples,
-                          const std::string& device_name, bool training) {
+                          Device device_name, bool training) {
   auto conformed = ConformToSchema(module.get_method("forward").function().getSchema(), samples);
   if (!conformed.ok()) return absl::InvalidArgumentError(conformed.status().message());
-  c10::Device device(device_name == "cuda" ? c10::kCUDA : c10::kCPU);
+  c10::Device device(device_name == Device::kCuda ? c10::kCUDA : c10::kCPU);
   auto run = Run(module, *conformed, c10::kFloat, device, training, 0);
   if (run.ok()) return absl::OkStatus();
   return ReferenceFailure(module, *conformed, device, run.status());
@@ -309,7 +309,7 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
         absl::StrCat("the sample inputs do not fit forward: ", conformed.status().message()));
   }
   const std::vector<c10::IValue>& samples = *conformed;
-  c10::Device device(options_.device == "cuda" ? c10::kCUDA : c10::kCPU);
+  c10::Device device(options_.device == Device::kCuda ? c10::kCUDA : c10::kCPU);
   bool training = options_.training;
   CheckReport report;
   // Median step times of both models (forward; training step too in training mode).

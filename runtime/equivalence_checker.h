@@ -28,11 +28,12 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "absl/status/statusor.h"
+#include "runtime/options_enums.h"
 
 namespace sentier {
 
 struct CheckOptions {
-  std::string device = "cpu";       // "cpu" or "cuda"
+  Device device = Device::kCpu;
   c10::ScalarType dtype = c10::kFloat;  // float inputs and parameters are cast to this
   bool inference = true;            // compare outputs
   bool training = true;             // compare gradients (inputs and parameters)
@@ -116,7 +117,7 @@ class EquivalenceChecker {
 // FailedPreconditionError "the original model fails on cuda: <the interpreter's message>" when it
 // runs on the CPU but not on `device`; InvalidArgumentError when it does not run at all.
 absl::Status RunsOnDevice(const torch::jit::Module& module, const std::vector<c10::IValue>& samples,
-                          const std::string& device, bool training);
+                          Device device, bool training);
 
 // RelativeTolerance: the floor of the relative norm error for a dtype.
 double RelativeToleranceFloor(c10::ScalarType dtype);

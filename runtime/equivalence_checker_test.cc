@@ -74,16 +74,16 @@ TEST_P(PlantedBugTest, IsRejected) {
   std::string base = GetParam().base;
   std::string bad = absl::StrReplaceAll(base, {{GetParam().from, GetParam().to}});
   ASSERT_NE(bad, base) << "the planted bug changed nothing";
-  std::vector<std::string> devices = {"cpu"};
-  if (torch::cuda::is_available()) devices.push_back("cuda");
-  for (const std::string& device : devices) {
+  std::vector<Device> devices = {Device::kCpu};
+  if (torch::cuda::is_available()) devices.push_back(Device::kCuda);
+  for (Device device : devices) {
     for (c10::ScalarType dtype : {c10::kFloat, c10::kBFloat16}) {
       CheckOptions opts;
       opts.device = device;
       opts.dtype = dtype;
       auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(bad), Samples());
       ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_FALSE(r->equivalent) << GetParam().name << " on " << device << ", " << c10::toString(dtype);
+      EXPECT_FALSE(r->equivalent) << GetParam().name << " on " << DeviceName(device) << ", " << c10::toString(dtype);
       EXPECT_FALSE(r->first_failure.empty());
       EXPECT_NE(r->first_failure.find(GetParam().names), std::string::npos) << r->first_failure;
     }
@@ -118,7 +118,7 @@ TEST(EquivalenceCheckerTest, CudaBatchedRewritePassesAndPlantedBugFails) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: CUDA test skipped";
   for (c10::ScalarType dtype : {c10::kFloat, c10::kBFloat16}) {
     CheckOptions opts;
-    opts.device = "cuda";
+    opts.device = Device::kCuda;
     opts.dtype = dtype;
     auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(kBatched), Samples());
     ASSERT_TRUE(r.ok()) << r.status();
@@ -156,15 +156,15 @@ def forward(self, x):
 // not an error of the check, also when timing is on (as it is on CUDA by default).
 TEST(EquivalenceCheckerTest, CandidateThatDoesNotRunIsNotEquivalent) {
   std::string bad = absl::StrReplaceAll(kReference, {{"torch.split(x, [8, 8], 1)", "torch.split(x, [9, 8], 1)"}});
-  std::vector<std::string> devices = {"cpu"};
-  if (torch::cuda::is_available()) devices.push_back("cuda");
-  for (const std::string& device : devices) {
+  std::vector<Device> devices = {Device::kCpu};
+  if (torch::cuda::is_available()) devices.push_back(Device::kCuda);
+  for (Device device : devices) {
     CheckOptions opts;
     opts.device = device;
     opts.time = true;
     auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(bad), Samples());
-    ASSERT_TRUE(r.ok()) << device << ": " << r.status();
-    EXPECT_FALSE(r->equivalent) << device;
+    ASSERT_TRUE(r.ok()) << DeviceName(device) << ": " << r.status();
+    EXPECT_FALSE(r->equivalent) << DeviceName(device);
     EXPECT_NE(r->first_failure.find("candidate run"), std::string::npos) << r->first_failure;
   }
 }
@@ -193,11 +193,11 @@ def forward(self, x):
     return torch.linear(x, self.w) + torch.ones([x.size(0), 4])
 )TS");
   std::vector<c10::IValue> samples = {at::randn({3, 4})};
-  EXPECT_TRUE(RunsOnDevice(m, samples, "cpu", /*training=*/true).ok());
-  absl::Status wrong = RunsOnDevice(m, {at::randn({3, 5})}, "cpu", true);
+  EXPECT_TRUE(RunsOnDevice(m, samples, Device::kCpu, /*training=*/true).ok());
+  absl::Status wrong = RunsOnDevice(m, {at::randn({3, 5})}, Device::kCpu, true);
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument) << wrong;
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the CUDA half is skipped";
-  absl::Status cuda = RunsOnDevice(m, samples, "cuda", true);
+  absl::Status cuda = RunsOnDevice(m, samples, Device::kCuda, true);
   EXPECT_EQ(cuda.code(), absl::StatusCode::kFailedPrecondition) << cuda;
   EXPECT_NE(cuda.message().find("the original model fails on cuda: "), absl::string_view::npos) << cuda;
   EXPECT_NE(cuda.message().find("device"), absl::string_view::npos) << cuda;  // the cause, quoted

@@ -44,10 +44,10 @@ void AddOptimization(const OptimizeReport& report, nlohmann::json* j) {
   (*j)["timings_ms"]["optimize"] = report.optimize_ms;
 }
 
-void AddSelection(const CostSelection& selection, absl::string_view device, absl::string_view mode,
+void AddSelection(const CostSelection& selection, Device device, ValidationMode mode,
                   nlohmann::json* j) {
-  (*j)["selection"] = {{"device", std::string(device)},
-                       {"mode", std::string(mode)},
+  (*j)["selection"] = {{"device", std::string(DeviceName(device))},
+                       {"mode", std::string(ValidationModeName(mode))},
                        {"faster", selection.faster},
                        {"within_memory", selection.within_memory},
                        {"confirmed", selection.confirmed},

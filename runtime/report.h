@@ -4,7 +4,7 @@
 //
 //   nlohmann::json j = NewReport("sentier_opt");
 //   AddOptimization(*optimize_report, &j);      // rule counts, canonicalization, nodes, ...
-//   if (measured) AddSelection(selection, "cuda", "training", &j);
+//   if (measured) AddSelection(selection, Device::kCuda, ValidationMode::kTraining, &j);
 //   j["status"] = "optimized"; j["reason"] = "...";
 #ifndef SENTIER_RUNTIME_REPORT_H_
 #define SENTIER_RUNTIME_REPORT_H_
@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "passes/optimizer.h"
 #include "runtime/cost_selection.h"
+#include "runtime/options_enums.h"
 #include "runtime/report_schema.h"
 
 namespace sentier {
@@ -27,7 +28,7 @@ nlohmann::json NewReport(absl::string_view tool);
 void AddOptimization(const OptimizeReport& report, nlohmann::json* j);
 
 // AddSelection: the gate's measurements under "selection".
-void AddSelection(const CostSelection& selection, absl::string_view device, absl::string_view mode,
+void AddSelection(const CostSelection& selection, Device device, ValidationMode mode,
                   nlohmann::json* j);
 
 }  // namespace sentier

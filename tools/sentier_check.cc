@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
+#include "runtime/options_enums.h"
 #include "runtime/torch_settings.h"
 
 DEFINE_string(reference, "", "the original model (.pt)");
@@ -49,23 +50,28 @@ int Run() {
     return Fail(2, "--reference, --candidate and --inputs are required");
   }
   sentier::CheckOptions opts;
-  if (FLAGS_device == "auto") {
-    opts.device = torch::cuda::is_available() ? "cuda" : "cpu";
-  } else if (FLAGS_device == "cuda") {
-    if (!torch::cuda::is_available()) return Fail(2, "--device=cuda but no CUDA device is available");
-    opts.device = "cuda";
-  } else if (FLAGS_device == "cpu") {
-    opts.device = "cpu";
-  } else {
+  absl::StatusOr<sentier::DeviceRequest> device = sentier::ParseDeviceRequest(FLAGS_device);
+  if (!device.ok()) {
     return Fail(2, absl::StrCat("--device must be auto, cpu or cuda, not '", FLAGS_device, "'"));
   }
-  if (FLAGS_mode == "inference") {
-    opts.training = false;
-  } else if (FLAGS_mode == "training") {
-    opts.inference = false;
-  } else if (FLAGS_mode != "both") {
+  switch (*device) {
+    case sentier::DeviceRequest::kAuto:
+      opts.device = torch::cuda::is_available() ? sentier::Device::kCuda : sentier::Device::kCpu;
+      break;
+    case sentier::DeviceRequest::kCuda:
+      if (!torch::cuda::is_available()) return Fail(2, "--device=cuda but no CUDA device is available");
+      opts.device = sentier::Device::kCuda;
+      break;
+    case sentier::DeviceRequest::kCpu:
+      opts.device = sentier::Device::kCpu;
+      break;
+  }
+  absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
+  if (!mode.ok()) {
     return Fail(2, absl::StrCat("--mode must be inference, training or both, not '", FLAGS_mode, "'"));
   }
+  opts.inference = *mode != sentier::ValidationMode::kTraining;
+  opts.training = *mode != sentier::ValidationMode::kInference;
   if (FLAGS_dtype == "bfloat16") {
     opts.dtype = c10::kBFloat16;
   } else if (FLAGS_dtype != "float32") {
@@ -75,7 +81,7 @@ int Run() {
   opts.seed = FLAGS_seed;
   gflags::CommandLineFlagInfo time_flag;
   bool time_default = gflags::GetCommandLineFlagInfo("time", &time_flag) && time_flag.is_default;
-  opts.time = time_default ? opts.device == "cuda" : FLAGS_time;
+  opts.time = time_default ? opts.device == sentier::Device::kCuda : FLAGS_time;
   auto ref = sentier::LoadModel(FLAGS_reference);
   if (!ref.ok()) return Fail(2, std::string(ref.status().message()));
   auto cand = sentier::LoadModel(FLAGS_candidate);
@@ -89,7 +95,7 @@ int Run() {
   size_t ok = 0;
   for (const auto& f : report->findings) ok += f.ok;
   std::cout << "sentier_check: " << (report->equivalent ? "equivalent" : "NOT equivalent") << " ("
-            << ok << "/" << report->findings.size() << " tensors within tolerance on " << opts.device
+            << ok << "/" << report->findings.size() << " tensors within tolerance on " << sentier::DeviceName(opts.device)
             << ", " << FLAGS_dtype << ")";
   if (report->aten_ops_reference >= 0) {
     std::cout << "; aten ops per forward " << report->aten_ops_reference << " -> "
@@ -128,7 +134,7 @@ int Run() {
     nlohmann::json j;
     j["equivalent"] = report->equivalent;
     j["first_failure"] = report->first_failure;
-    j["device"] = opts.device;
+    j["device"] = std::string(sentier::DeviceName(opts.device));
     j["dtype"] = FLAGS_dtype;
     j["mode"] = FLAGS_mode;
     j["aten_ops_per_forward"] = {{"reference", report->aten_ops_reference},

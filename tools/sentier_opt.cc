@@ -37,6 +37,7 @@
 #include "runtime/graph_runner.h"
 #include "tools/flags.h"
 #include "runtime/model_io.h"
+#include "runtime/options_enums.h"
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"
 #include "passes/canonicalize/pipeline.h"
@@ -182,7 +183,7 @@ int Run() {
   j["rules_fingerprint"] = (*rules)->Fingerprint();
   j["rules_loaded"] = (*rules)->size();
   j["mode"] = FLAGS_mode;
-  j["device"] = "cpu";
+  j["device"] = std::string(sentier::DeviceName(sentier::Device::kCpu));
   auto write_report = [&]() -> int {
     if (FLAGS_report.empty()) return kOk;
     absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
@@ -200,7 +201,7 @@ int Run() {
       if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
     }
     auto sha = sentier::Sha256OfFile(FLAGS_output);
-    j["status"] = "unchanged";
+    j["status"] = std::string(sentier::ReportStatusName(sentier::ReportStatus::kUnchanged));
     j["reason"] = reason;
     j["artifact_sha256"] = sha.ok() ? *sha : "";
     std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": unchanged: " << reason << "\n";
@@ -214,23 +215,28 @@ int Run() {
     }
     sentier::CostOptions copts;
     bool cuda = torch::cuda::is_available();
-    if (FLAGS_device == "cuda" && !cuda) return Fail(kBadInput, "--device=cuda but no CUDA device is available");
-    if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
-      return Fail(kBadInput, "--device must be auto, cpu or cuda");
+    absl::StatusOr<sentier::DeviceRequest> device = sentier::ParseDeviceRequest(FLAGS_device);
+    if (device.ok() && *device == sentier::DeviceRequest::kCuda && !cuda) {
+      return Fail(kBadInput, "--device=cuda but no CUDA device is available");
     }
-    copts.device = FLAGS_device == "auto" ? (cuda ? "cuda" : "cpu") : FLAGS_device;
-    if (FLAGS_mode != "training" && FLAGS_mode != "inference") {
+    if (!device.ok()) return Fail(kBadInput, "--device must be auto, cpu or cuda");
+    copts.device = *device == sentier::DeviceRequest::kCuda || (*device == sentier::DeviceRequest::kAuto && cuda)
+                       ? sentier::Device::kCuda
+                       : sentier::Device::kCpu;
+    absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
+    if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
       return Fail(kBadInput, "--mode must be training or inference");
     }
-    copts.training = FLAGS_mode == "training";
+    copts.training = *mode == sentier::ValidationMode::kTraining;
     copts.margins.memory = FLAGS_memory_margin;
-    j["device"] = copts.device;
+    const std::string device_name(sentier::DeviceName(copts.device));
+    j["device"] = device_name;
     std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());
     auto sel = sentier::SelectRulesByMeasurement(FLAGS_input, plain, **rules, copts);
     if (!sel.ok()) return Fail(kInternal, absl::StrCat("--cost=measure: ", sel.status().message()));
     selection = *sel;
     measured = true;
-    sentier::AddSelection(selection, copts.device, FLAGS_mode, &j);
+    sentier::AddSelection(selection, copts.device, *mode, &j);
     for (const std::string& line : selection.log) std::cout << "sentier_opt: cost: " << line << "\n";
     if (!selection.faster) {
       return keep_original(
@@ -245,20 +251,22 @@ int Run() {
                           selection.optimized_ms, selection.original_ms,
                           selection.optimized_peak_bytes / 1048576.0,
                           selection.original_peak_bytes / 1048576.0) +
-          " per " + FLAGS_mode + " step on " + copts.device + ")");
+          " per " + FLAGS_mode + " step on " + device_name + ")");
     }
     rules = selection.rules;
   } else if (FLAGS_cost != "none") {
     return Fail(kBadInput, absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
   }
   if (model->is_module) opts.self = model->module._ivalue();
-  if (FLAGS_param_layout == "stacked") {
-    if (!model->is_module) return Fail(kBadInput, "--param_layout=stacked needs a .pt model");
-    opts.stacked_parameters = true;
-  } else if (FLAGS_param_layout != "original") {
+  absl::StatusOr<sentier::ParameterLayout> layout = sentier::ParseParameterLayout(FLAGS_param_layout);
+  if (!layout.ok()) {
     return Fail(kBadInput, absl::StrCat("--param_layout must be original or stacked, not '", FLAGS_param_layout, "'"));
   }
-  j["param_layout"] = FLAGS_param_layout;
+  if (*layout == sentier::ParameterLayout::kStacked) {
+    if (!model->is_module) return Fail(kBadInput, "--param_layout=stacked needs a .pt model");
+    opts.stacked_parameters = true;
+  }
+  j["param_layout"] = std::string(sentier::ParameterLayoutName(*layout));
   opts.after_pass = [&](const std::string& pass, const torch::jit::Graph& graph) {
     if (!print_after_all && print_after.count(pass) == 0) return;
     std::cout << "// ----- IR after " << pass << " -----\n" << graph.toString();
@@ -320,7 +328,7 @@ int Run() {
   }
   auto output_sha = sentier::Sha256OfFile(FLAGS_output);
   j["artifact_sha256"] = output_sha.ok() ? *output_sha : "";
-  j["status"] = "optimized";
+  j["status"] = std::string(sentier::ReportStatusName(sentier::ReportStatus::kOptimized));
   j["reason"] = absl::StrCat(total, " rewrites applied", measured ? " (faster when timed)" : "");
   std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": " << total
             << " rewrites (" << absl::StrJoin(fired, ", ") << "); nodes " << report->nodes_before

@@ -29,8 +29,8 @@ mkdir -p "$T/src"; "$MAKE" --model=waste --seed=3 --batch=8 --out_model="$T/src/
 "$D" --registry="$T/nope" --output="$T/out-x" --once >"$T/f.txt" 2>&1; [[ $? == 4 ]] && ok "unreadable registry -> 4" || { fail "unreadable registry"; cat "$T/f.txt"; }
 
 PORT=$((20000 + RANDOM % 20000))
-SENTIERD_TEST_CRASH_MODEL=crash-me "$D" --registry="$R" --output="$O" --rules="$RULES" \
-  --poll_interval_ms=200 --metrics_port=$PORT >"$LOG" 2>&1 &
+FAULT_JOB_SENTIERD="$D" FAULT_JOB_CRASH_MODEL=crash-me "$D" --registry="$R" --output="$O" --rules="$RULES" \
+  --job_command="$RUN/testing/sentierd_fault_job.sh" --poll_interval_ms=200 --metrics_port=$PORT >"$LOG" 2>&1 &
 PID=$!
 
 # 1. Versions present at start are published; architecture change recorded.
@@ -129,8 +129,8 @@ rm -f "$RULES/zz_broken.rules"  # at start-up a broken rule set is bad flags (ex
 R2="$T/reg2"; O2="$T/out2"; mkdir -p "$R2"
 for m in a b c d; do for v in 1 2; do mkdir -p "$R2/$m/$v"; cp "$T/src/"*.pt "$R2/$m/$v/"; done; done
 for ((k = 0; k < 20; k++)); do
-  SENTIERD_TEST_PUBLISH_DELAY_MS=$((k % 4 * 50)) "$D" --registry="$R2" --output="$O2" --rules="$RULES" \
-    --poll_interval_ms=50 --workers=2 >>"$T/kill.log" 2>&1 &
+  "$RUN/tools/sentierd_publish_delay" --publish_delay_ms=$((k % 4 * 50)) --registry="$R2" --output="$O2" \
+    --rules="$RULES" --poll_interval_ms=50 --workers=2 >>"$T/kill.log" 2>&1 &
   p=$!
   sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
   kill -9 $p; wait $p 2>/dev/null

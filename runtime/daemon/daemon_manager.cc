@@ -20,10 +20,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/file_util.h"
+#include "runtime/options_enums.h"
 #include "runtime/report_schema.h"
 
 namespace sentier {
 namespace {
+
+const std::string kRejected(ReportStatusName(ReportStatus::kRejected));
 
 std::string Tag(const std::string& model, int64_t version) {
   return absl::StrCat("[", model, "/", version, "] ");
@@ -31,15 +34,18 @@ std::string Tag(const std::string& model, int64_t version) {
 
 }  // namespace
 
-pid_t ExecSelfJobLauncher::Launch(const JobSpec& spec) {
+pid_t ExecJobLauncher::Launch(const JobSpec& spec) {
   std::vector<std::string> args = {
       "sentierd", "--job", absl::StrCat("--job_model=", spec.model),
       absl::StrCat("--job_version=", spec.version), absl::StrCat("--job_source=", spec.source_dir),
       absl::StrCat("--job_stage=", spec.stage_dir), absl::StrCat("--job_rules=", spec.rules_dir),
-      absl::StrCat("--mode=", spec.mode), absl::StrCat("--job_device=", spec.device),
+      absl::StrCat("--mode=", ValidationModeName(spec.mode)),
+      absl::StrCat("--job_device=", DeviceName(spec.device)),
       absl::StrCat("--memory_margin=", spec.memory_margin),
-      absl::StrCat("--select_rules=", spec.select_rules ? "on" : "off"),
-      absl::StrCat("--param_layout=", spec.param_layout)};
+      absl::StrCat("--select_rules=",
+                   RuleSelectionName(spec.select_rules ? RuleSelection::kOn : RuleSelection::kOff)),
+      absl::StrCat("--param_layout=", ParameterLayoutName(spec.param_layout))};
+  const std::string program = program_.empty() ? "/proc/self/exe" : program_;
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -52,7 +58,7 @@ pid_t ExecSelfJobLauncher::Launch(const JobSpec& spec) {
     ::signal(SIGCHLD, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
     ::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails the write (EFBIG) instead of killing
-    ::execv("/proc/self/exe", argv.data());
+    ::execv(program.c_str(), argv.data());
     _exit(127);
   }
   return pid;
@@ -61,7 +67,7 @@ pid_t ExecSelfJobLauncher::Launch(const JobSpec& spec) {
 DaemonManager::DaemonManager(ManagerOptions options) : options_(std::move(options)) {
   launcher_ = options_.launcher;
   if (launcher_ == nullptr) {
-    own_launcher_ = std::make_unique<ExecSelfJobLauncher>();
+    own_launcher_ = std::make_unique<ExecJobLauncher>(options_.job_command);
     launcher_ = own_launcher_.get();
   }
 }
@@ -79,7 +85,7 @@ absl::Status DaemonManager::Start() {
   auto pub = Publisher::Create(options_.output);
   if (!pub.ok()) return absl::UnavailableError(pub.status().message());
   publisher_ = std::move(*pub);
-  publisher_->set_delay_before_rename_ms(options_.publish_delay_ms);
+  publisher_->set_before_rename(options_.before_publish_rename);
   std::string lock_path = options_.output + "/LOCK";
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) {
@@ -242,7 +248,7 @@ void DaemonManager::Dispatch(Job job) {
   }
   if (!v.refused_reason.empty()) {
     LOG(WARNING) << Tag(v.model, v.version) << "refused: " << v.refused_reason;
-    nlohmann::json r = {{"status", "rejected"},
+    nlohmann::json r = {{"status", kRejected},
                         {"reason", absl::StrCat("refused: ", v.refused_reason, ".")}};
     PublishResult(job, *stage, r, 0);
     return;
@@ -323,7 +329,7 @@ void DaemonManager::Finish(Running r, int wait_status) {
   auto text = ReadFile(r.stage + "/job.json");
   bool clean_exit = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
   if (r.timed_out) {
-    report = {{"status", "rejected"},
+    report = {{"status", kRejected},
               {"reason", absl::StrCat("timed out after ", options_.job_timeout_s,
                                       " s (--job_timeout_s); the job process was killed.")}};
   } else if (!clean_exit || !text.ok()) {
@@ -332,16 +338,16 @@ void DaemonManager::Finish(Running r, int wait_status) {
                                          ": ", strsignal(WTERMSIG(wait_status)), ").")
                           : absl::StrCat("job process exited with status ",
                                          WEXITSTATUS(wait_status), " without a result.");
-    report = {{"status", "rejected"}, {"reason", how}};
+    report = {{"status", kRejected}, {"reason", how}};
   } else {
     try {
       report = nlohmann::json::parse(*text);
     } catch (const std::exception& e) {
-      report = {{"status", "rejected"}, {"reason", "job result unreadable."}};
+      report = {{"status", kRejected}, {"reason", "job result unreadable."}};
     }
   }
   ::unlink((r.stage + "/job.json").c_str());
-  if (report.value("status", "") == "rejected") ::unlink((r.stage + "/model.pt").c_str());
+  if (report.value("status", "") == kRejected) ::unlink((r.stage + "/model.pt").c_str());
   report["rules_fingerprint"] = r.rules_fp;
   PublishResult(r.job, r.stage, report, seconds);
 }
@@ -358,7 +364,7 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   report["version"] = v.version;
   report["source_signature"] = v.signature;
   report["trigger"] = job.why;
-  report["mode"] = options_.mode;
+  report["mode"] = std::string(ValidationModeName(options_.mode));
   std::string arch = report.value("architecture_fingerprint", "");
   std::string prev = state_.PreviousArchFp(v.model, v.version);
   if (!arch.empty()) {
@@ -371,9 +377,12 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   if (!report.contains("timings_ms")) report["timings_ms"] = nlohmann::json::object();
   report["timings_ms"]["job_total"] = seconds * 1000.0;
   std::string status = report.value("status", "rejected");
+  // A status the job did not spell right counts as a rejection, but is published as it is.
+  absl::StatusOr<ReportStatus> parsed = ParseReportStatus(status);
+  const bool rejected = parsed.ok() && *parsed == ReportStatus::kRejected;
   std::string reason = report.value("reason", "");
   absl::Status st = WriteFileSynced(stage + "/report.json", report.dump(2) + "\n");
-  if (st.ok()) st = publisher_->Publish(stage, v.model, v.version, status == "rejected");
+  if (st.ok()) st = publisher_->Publish(stage, v.model, v.version, rejected);
   VersionRecord rec;
   rec.status = status;
   rec.reason = reason;
@@ -402,8 +411,8 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   if (!saved.ok()) LOG(ERROR) << "state: " << saved.message();
   {
     std::lock_guard<std::mutex> l(metrics_.mu);
-    if (status == "optimized") ++metrics_.optimized;
-    else if (status == "unchanged") ++metrics_.unchanged;
+    if (parsed.ok() && *parsed == ReportStatus::kOptimized) ++metrics_.optimized;
+    else if (parsed.ok() && *parsed == ReportStatus::kUnchanged) ++metrics_.unchanged;
     else ++metrics_.rejected;
     metrics_.job_seconds_sum += seconds;
     ++metrics_.job_count;

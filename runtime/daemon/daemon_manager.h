@@ -6,7 +6,8 @@
 // queue, workers, backoff, time-outs, reconcile, metrics) -> Publisher (loader). Each step is a
 // method that tests call directly, without sleeps: PollAndPlan(), DispatchReady(),
 // ReapFinished(block), KillOverdue(). Run() is the event loop over them. Jobs are started
-// through a JobLauncher (the default re-executes this binary with `--job`), which tests replace.
+// through a JobLauncher (the default, ExecJobLauncher, re-executes this binary, or
+// --job_command, with `--job`), which tests replace.
 // No flags are read here: sentierd builds ManagerOptions from its flags.
 //
 //   ManagerOptions o;  o.registry = "REG";  o.output = "OUT";  o.once = true;
@@ -49,11 +50,19 @@ class JobLauncher {
   virtual pid_t Launch(const JobSpec& spec) = 0;
 };
 
-// ExecSelfJobLauncher: fork + exec of /proc/self/exe with sentierd's hidden --job flags (the
-// child gets its own process group, dies with the daemon, and default signal handling).
-class ExecSelfJobLauncher : public JobLauncher {
+// ExecJobLauncher: fork + exec of `program` with sentierd's hidden --job flags (the child gets
+// its own process group, dies with the daemon, and default signal handling). `program` is
+// sentierd's --job_command: empty means this binary (/proc/self/exe). Another program receives
+// the same arguments (argv[0] "sentierd", then --job --job_model=... ...) and must behave as
+// `sentierd --job` does: a wrapper that sets limits or injects faults, then execs sentierd
+// (testing/sentierd_fault_job.sh is the end-to-end tests' one).
+class ExecJobLauncher : public JobLauncher {
  public:
+  explicit ExecJobLauncher(std::string program = "") : program_(std::move(program)) {}
   pid_t Launch(const JobSpec& spec) override;
+
+ private:
+  std::string program_;
 };
 
 struct ManagerOptions {
@@ -69,15 +78,16 @@ struct ManagerOptions {
   int shard_index = 0, shard_count = 1;
   // What every job is told (JobSpec): mode, device (resolved: cpu or cuda), memory margin,
   // whether to select rules by timing, and the default parameter layout.
-  std::string mode = "both";
-  std::string job_device = "cpu";
+  ValidationMode mode = ValidationMode::kBoth;
+  Device job_device = Device::kCpu;
   double memory_margin = 0.01;
   bool select_rules = false;
-  std::string param_layout = "original";
-  // Milliseconds the publisher waits before each publishing rename (crash tests; 0 in use).
-  int publish_delay_ms = 0;
-  // Starts the jobs; null = an ExecSelfJobLauncher owned by the manager.
+  ParameterLayout param_layout = ParameterLayout::kOriginal;
+  // Starts the jobs; null = an ExecJobLauncher(job_command) owned by the manager.
   JobLauncher* launcher = nullptr;
+  std::string job_command;  // see ExecJobLauncher; empty: this binary
+  // Passed to Publisher::set_before_rename (null in production; crash-safety tests only).
+  Publisher::BeforeRename before_publish_rename;
 };
 
 class DaemonManager {

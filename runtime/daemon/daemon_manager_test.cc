@@ -75,7 +75,7 @@ class DaemonManagerTest : public ::testing::Test {
     options_.output = (root_ / "out").string();
     options_.rule_paths = {(root_ / "my.rules").string()};
     options_.workers = 8;
-    options_.param_layout = "stacked";
+    options_.param_layout = ParameterLayout::kStacked;
     options_.launcher = &launcher_;
   }
   void AddVersion(const std::string& model, int v, const std::string& bytes = "model") {
@@ -112,7 +112,7 @@ TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
   ASSERT_TRUE(m.Start().ok());
   EXPECT_EQ(PlanAndRunAll(m), 3);
   EXPECT_EQ(launcher_.launched, (std::set<std::string>{"good/1", "crash/1", "garbage/1"}));
-  EXPECT_EQ(launcher_.last.param_layout, "stacked");  // options reach the job
+  EXPECT_EQ(ParameterLayoutName(launcher_.last.param_layout), "stacked");  // options reach the job
 
   std::string good = Report("good", 1);
   EXPECT_TRUE(absl::StrContains(good, "\"status\": \"optimized\"")) << good;

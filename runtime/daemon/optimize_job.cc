@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
@@ -51,7 +50,7 @@ std::string ArchFingerprint(const std::shared_ptr<torch::jit::Graph>& graph) {
 }
 
 int Finish(const JobSpec& spec, nlohmann::json j) {
-  if (j["status"] == "rejected") {
+  if (j["status"] == std::string(ReportStatusName(ReportStatus::kRejected))) {
     std::filesystem::remove(spec.stage_dir + "/model.pt");
     LOG(WARNING) << "[" << spec.model << "/" << spec.version << "] job: rejected: "
                  << j["reason"].get<std::string>();
@@ -83,16 +82,10 @@ absl::Status CopyOriginal(const std::string& from, const std::string& to) {
 
 int RunOptimizeJob(const JobSpec& spec) {
   ApplyTorchSettings();  // the job process's LibTorch switches, once, first
-  const char* crash = std::getenv("SENTIERD_TEST_CRASH_MODEL");
-  if (crash != nullptr && spec.model == crash) std::abort();
-  const char* hang = std::getenv("SENTIERD_TEST_HANG_MODEL");
-  if (hang != nullptr && spec.model == hang) {
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
-  }
   nlohmann::json j = NewReport("sentierd");
   nlohmann::json timings = nlohmann::json::object();
   auto reject = [&](const std::string& reason) {
-    j["status"] = "rejected";
+    j["status"] = std::string(ReportStatusName(ReportStatus::kRejected));
     j["reason"] = reason;
     j["timings_ms"] = timings;
     return Finish(spec, j);
@@ -101,7 +94,8 @@ int RunOptimizeJob(const JobSpec& spec) {
     const std::string model_path = spec.source_dir + "/model.pt";
     const std::string inputs_path = spec.source_dir + "/inputs.pt";
     j["source"] = model_path;
-    j["mode"] = spec.mode;
+    const std::string mode(ValidationModeName(spec.mode));
+    j["mode"] = mode;
     auto t0 = Clock::now();
     auto src_sha = Sha256OfFile(model_path);
     if (src_sha.ok()) j["source_sha256"] = *src_sha;
@@ -131,26 +125,27 @@ int RunOptimizeJob(const JobSpec& spec) {
                                  before_ops.status().message()));
     }
     j["aten_ops_per_forward_before"] = *before_ops;
-    const bool training = spec.mode != "inference";
+    const bool training = spec.mode != ValidationMode::kInference;
     // Where the job validates and times. A model that does not run on the GPU (it creates CPU
     // tensors in forward, say) is validated on the CPU, and the report says why.
-    std::string device = spec.device;
+    Device device = spec.device;
     bool select = spec.select_rules;
-    if (device == "cuda") {
-      absl::Status runs = RunsOnDevice(model->module, *inputs, "cuda", training);
+    if (device == Device::kCuda) {
+      absl::Status runs = RunsOnDevice(model->module, *inputs, Device::kCuda, training);
       if (absl::IsFailedPrecondition(runs)) {
         j["device_note"] = absl::StrCat(runs.message(), "; validated on the CPU instead");
         LOG(WARNING) << "[" << spec.model << "/" << spec.version << "] job: " << runs.message()
                      << "; validating on the CPU";
-        device = "cpu";
+        device = Device::kCpu;
         select = false;
       } else if (!runs.ok()) {
         return reject(absl::StrCat("load failure: ", runs.message()));
       }
     }
-    j["device"] = device;
+    const std::string device_name(DeviceName(device));
+    j["device"] = device_name;
     // Per-model options: REG/<model>/sentier.json over the daemon's flags.
-    std::string param_layout = spec.param_layout;
+    ParameterLayout param_layout = spec.param_layout;
     const std::string config_path = spec.source_dir + "/../sentier.json";
     if (std::filesystem::exists(config_path)) {
       auto text = ReadFile(config_path);
@@ -160,18 +155,21 @@ int RunOptimizeJob(const JobSpec& spec) {
         if (!config.is_object()) throw std::runtime_error("not a JSON object");
         for (auto it = config.begin(); it != config.end(); ++it) {
           if (it.key() != "param_layout") throw std::runtime_error(absl::StrCat("unknown key '", it.key(), "' (known: param_layout)"));
-          if (!it.value().is_string() || (it.value() != "original" && it.value() != "stacked")) {
+          absl::StatusOr<ParameterLayout> layout =
+              it.value().is_string() ? ParseParameterLayout(it.value().get<std::string>())
+                                     : absl::InvalidArgumentError("not a string");
+          if (!layout.ok()) {
             throw std::runtime_error(absl::StrCat("param_layout must be \"original\" or \"stacked\", not ", it.value().dump()));
           }
-          param_layout = it.value().get<std::string>();
+          param_layout = *layout;
         }
       } catch (const std::exception& e) {
         return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", e.what()));
       }
     }
-    j["param_layout"] = param_layout;
-    const bool stacked = param_layout == "stacked";
-    const bool timed = device == "cuda";
+    j["param_layout"] = std::string(ParameterLayoutName(param_layout));
+    const bool stacked = param_layout == ParameterLayout::kStacked;
+    const bool timed = device == Device::kCuda;
     VerdictMargins margins;
     margins.memory = spec.memory_margin;
     // The never-slower gate's rule selection, timed on the job's device.
@@ -182,7 +180,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       CostOptions cost;
       cost.device = device;
       cost.training = training;
-      cost.inference_too = spec.mode == "both";
+      cost.inference_too = spec.mode == ValidationMode::kBoth;
       cost.verify_each = false;  // the artifact is validated below
       cost.margins = margins;
       cost.stacked_parameters = stacked;
@@ -195,7 +193,7 @@ int RunOptimizeJob(const JobSpec& spec) {
         unchanged_reason = absl::StrFormat(
             "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
             "%.1f MiB; %s), so the artifact is a copy of the original model.",
-            device, sel->within_memory ? "" : " within the peak-memory bound", sel->optimized_ms,
+            device_name, sel->within_memory ? "" : " within the peak-memory bound", sel->optimized_ms,
             sel->original_ms, sel->optimized_peak_bytes / 1048576.0, sel->original_peak_bytes / 1048576.0,
             sel->log.empty() ? "" : sel->log.back());
       }
@@ -218,14 +216,14 @@ int RunOptimizeJob(const JobSpec& spec) {
       absl::Status copied = CopyOriginal(model_path, out_path);
       if (!copied.ok()) return OutputFailed(spec, copied.message());
       j["aten_ops_per_forward_after"] = *before_ops;  // the artifact is the original
-      j["status"] = "unchanged";
+      j["status"] = std::string(ReportStatusName(ReportStatus::kUnchanged));
       j["reason"] = reason;
       return -1;
     };
     int done = -1;
     if (total == 0) {
       j["aten_ops_per_forward_after"] = *before_ops;
-      j["validation"] = {{"mode", spec.mode}, {"result", "skipped: the artifact is the original"}};
+      j["validation"] = {{"mode", mode}, {"result", "skipped: the artifact is the original"}};
       done = keep_original(unchanged_reason);
     } else {
       auto after_ops = CountAtenOps(model->graph, samples);
@@ -243,7 +241,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       auto t2 = Clock::now();
       CheckOptions check;
       check.device = device;
-      check.inference = spec.mode != "training";
+      check.inference = spec.mode != ValidationMode::kTraining;
       check.training = training;
       check.trials = 2;
       check.time = timed;
@@ -256,18 +254,18 @@ int RunOptimizeJob(const JobSpec& spec) {
       auto checked = EquivalenceChecker(check).Check(reference->module, candidate->module, *inputs);
       timings["validate"] = MsSince(t2);
       if (!checked.ok()) {
-        return reject(absl::StrCat("validation failure on ", device, ": ", checked.status().message()));
+        return reject(absl::StrCat("validation failure on ", device_name, ": ", checked.status().message()));
       }
       if (!checked->equivalent) {
-        return reject(absl::StrCat("validation failure on ", device, ": ", checked->first_failure));
+        return reject(absl::StrCat("validation failure on ", device_name, ": ", checked->first_failure));
       }
-      nlohmann::json val = {{"mode", spec.mode},
-                            {"device", device},
+      nlohmann::json val = {{"mode", mode},
+                            {"device", device_name},
                             {"result", "outputs and gradients match"},
                             {"tensors_compared", checked->findings.size()}};
-      j["status"] = "optimized";
-      j["reason"] = absl::StrCat(total, " rewrites applied and validated on ", device, " (",
-                                 spec.mode, ").");
+      j["status"] = std::string(ReportStatusName(ReportStatus::kOptimized));
+      j["reason"] = absl::StrCat(total, " rewrites applied and validated on ", device_name, " (",
+                                 mode, ").");
       if (timed) {
         // The never-slower gate on the timed step of the published artifact.
         StepFigures ref{training ? checked->reference_train_ms : checked->reference_ms,
@@ -303,7 +301,7 @@ int RunOptimizeJob(const JobSpec& spec) {
         done = keep_original(absl::StrFormat(
             "The optimized graph runs more aten ops per forward (%d vs %d) and nothing was timed "
             "on %s to show that it is faster, so the artifact is the original.",
-            *after_ops, *before_ops, device));
+            *after_ops, *before_ops, device_name));
       }
       j["validation"] = val;
     }

@@ -3,7 +3,8 @@
 // no torch includes: optimize_job.cc is the daemon's only translation unit that includes torch.
 //
 //   JobSpec spec{.model = "ranker", .version = 2, .source_dir = ".../ranker/2",
-//                .stage_dir = "OUT/.tmp-ranker-2-…", .rules_dir = "OUT/.sentierd/rules-…"};
+//                .stage_dir = "OUT/.tmp-ranker-2-…", .rules_dir = "OUT/.sentierd/rules-…",
+//                .mode = ValidationMode::kBoth, .device = Device::kCpu};
 //   int rc = RunOptimizeJob(spec);   // writes stage_dir/job.json (+ model.pt unless rejected)
 #ifndef SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_
 #define SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/options_enums.h"
 
 namespace sentier {
 
@@ -22,20 +24,20 @@ struct JobSpec {
   std::string source_dir;  // REGISTRY/<model>/<version>
   std::string stage_dir;   // where to write model.pt and job.json
   std::string rules_dir;   // snapshot of the rule set to use
-  std::string mode = "both";  // inference | training | both
+  ValidationMode mode = ValidationMode::kBoth;
   // cpu: validate on CPU. cuda: also validate on the GPU (EquivalenceChecker) and time both
   // models there; an optimized model that is not faster, or whose timed step needs more peak
   // memory than the original's by more than memory_margin, is not published (status unchanged,
   // the artifact is the original).
-  std::string device = "cpu";
+  Device device = Device::kCpu;
   double memory_margin = 0.01;  // negative: peak memory is not weighed
   // Before optimizing, keep only the rules that pay on `device` (SelectRulesByMeasurement:
   // timed ablation, peak memory within memory_margin; the step is the training step, plus the
   // forward with mode "both", or the forward with "inference"). When no set pays, the artifact
   // is the original (status unchanged, the reason says so). sentierd turns it on with CUDA.
   bool select_rules = false;
-  // "original" or "stacked" (passes/stacked_parameters.h); REG/<model>/sentier.json overrides.
-  std::string param_layout = "original";
+  // passes/stacked_parameters.h; REG/<model>/sentier.json overrides it.
+  ParameterLayout param_layout = ParameterLayout::kOriginal;
 };
 
 // kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or
@@ -45,8 +47,9 @@ constexpr int kJobExitOutputFailed = 75;
 
 // RunOptimizeJob: does the job and writes stage_dir/job.json with at least "status" (optimized |
 // unchanged | rejected) and "reason"; model.pt only when not rejected. Returns 0 when job.json
-// was written, kJobExitOutputFailed when the output could not be written. Test hooks: $SENTIERD_TEST_CRASH_MODEL (abort) and
-// $SENTIERD_TEST_HANG_MODEL (sleep forever) for a model of that name.
+// was written, kJobExitOutputFailed when the output could not be written. (Crashing or hanging
+// jobs are simulated outside this function: a fake JobLauncher in daemon_manager_test, a
+// --job_command wrapper in the end-to-end tests.)
 int RunOptimizeJob(const JobSpec& spec);
 
 // LoadRulesFingerprint: parses and compiles the rule files; the rule set's fingerprint and

@@ -7,10 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -105,7 +103,7 @@ absl::Status Publisher::Publish(const std::string& staging, const std::string& m
   if (!s.ok()) return s;
   s = FsyncPath(root_);
   if (!s.ok()) return s;
-  if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+  if (before_rename_) before_rename_(model, version);
   if (exists) {
     // Atomic swap: readers see the old or the new directory, never neither.
     if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dest.c_str(), RENAME_EXCHANGE) != 0) {

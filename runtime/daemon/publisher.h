@@ -15,6 +15,7 @@
 #define SENTIER_RUNTIME_DAEMON_PUBLISHER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,14 +46,17 @@ class Publisher {
   std::string PublishedDir(const std::string& model, int64_t version) const;
   const std::string& root() const { return root_; }
 
-  // For tests of crash safety: sleep this long between the fsyncs and the rename.
-  void set_delay_before_rename_ms(int ms) { delay_ms_ = ms; }
+  // BeforeRename: called by Publish() after the fsyncs, just before the publishing rename
+  // (null: nothing). Production code leaves it unset; crash-safety tests set it to widen the
+  // window in which a kill lands mid-publication (tools/sentierd_publish_delay.cc).
+  using BeforeRename = std::function<void(const std::string& model, int64_t version)>;
+  void set_before_rename(BeforeRename hook) { before_rename_ = std::move(hook); }
 
  private:
   explicit Publisher(std::string root) : root_(std::move(root)) {}
   std::string root_;
   int64_t counter_ = 0;
-  int delay_ms_ = 0;
+  BeforeRename before_rename_;
 };
 
 }  // namespace sentier

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "runtime/file_util.h"
@@ -50,6 +52,21 @@ TEST_F(PublisherTest, PublishMovesCompleteDirectory) {
   EXPECT_EQ(Read(out_ / "ranker" / "1" / "model.pt"), "v1");
   EXPECT_FALSE(fs::exists(s));
   EXPECT_TRUE(Temps().empty());
+}
+
+// The before-rename hook runs once per publication, after the staging directory is complete and
+// before the published directory changes (the crash-safety test sleeps there).
+TEST_F(PublisherTest, BeforeRenameHookRunsBeforeThePublishedDirectoryChanges) {
+  ASSERT_TRUE(pub_->Publish(Stage("ranker", 1, "old", true), "ranker", 1, false).ok());
+  std::vector<std::string> seen;
+  pub_->set_before_rename([&](const std::string& model, int64_t version) {
+    seen.push_back(model + "/" + std::to_string(version) + ":" +
+                   Read(out_ / model / std::to_string(version) / "model.pt"));
+  });
+  ASSERT_TRUE(pub_->Publish(Stage("ranker", 1, "new", true), "ranker", 1, false).ok());
+  ASSERT_TRUE(pub_->Publish(Stage("towers", 2, "t2", true), "towers", 2, false).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"ranker/1:old", "towers/2:<none>"}));
+  EXPECT_EQ(Read(out_ / "ranker" / "1" / "model.pt"), "new");
 }
 
 TEST_F(PublisherTest, RepublishReplacesAtomically) {

@@ -1,0 +1,52 @@
+// options_enums.h — the closed sets of option values that Sentier's tools, daemon and reports
+// spell as words: parsed once where they enter (flags, REG/<model>/sentier.json, job.json) and
+// carried as enums inside. Each enum has Parse<Enum>(text) -> StatusOr<Enum> (InvalidArgument
+// naming the bad value and the allowed ones) and <Enum>Name(value), the exact word used on the
+// command line, in report.json and in messages.
+//
+//   absl::StatusOr<ValidationMode> mode = ParseValidationMode(FLAGS_mode);   // "both"
+//   if (!mode.ok()) ...;   // "invalid validation mode 'bogus': expected inference, training or both"
+//   j["mode"] = std::string(ValidationModeName(*mode));
+#ifndef SENTIER_RUNTIME_OPTIONS_ENUMS_H_
+#define SENTIER_RUNTIME_OPTIONS_ENUMS_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace sentier {
+
+// DeviceRequest: what a --device flag asks for (auto: CUDA when LibTorch and the machine have it).
+enum class DeviceRequest { kAuto, kCpu, kCuda };
+absl::StatusOr<DeviceRequest> ParseDeviceRequest(absl::string_view text);  // auto | cpu | cuda
+absl::string_view DeviceRequestName(DeviceRequest request);
+
+// Device: where a model is validated and timed, once auto is resolved.
+enum class Device { kCpu, kCuda };
+absl::StatusOr<Device> ParseDevice(absl::string_view text);  // cpu | cuda
+absl::string_view DeviceName(Device device);
+
+// ValidationMode: which step is checked (and timed): the forward (inference), forward + backward
+// (training), or both.
+enum class ValidationMode { kInference, kTraining, kBoth };
+absl::StatusOr<ValidationMode> ParseValidationMode(absl::string_view text);
+absl::string_view ValidationModeName(ValidationMode mode);
+
+// ParameterLayout: how an artifact stores the parameters the batching rules stack
+// (passes/stacked_parameters.h): as the model has them, or stacked.
+enum class ParameterLayout { kOriginal, kStacked };
+absl::StatusOr<ParameterLayout> ParseParameterLayout(absl::string_view text);
+absl::string_view ParameterLayoutName(ParameterLayout layout);
+
+// RuleSelection: sentierd's --select_rules (auto: on when jobs run on CUDA).
+enum class RuleSelection { kAuto, kOn, kOff };
+absl::StatusOr<RuleSelection> ParseRuleSelection(absl::string_view text);
+absl::string_view RuleSelectionName(RuleSelection selection);
+
+// ReportStatus: report.json's "status" (runtime/report_schema.json).
+enum class ReportStatus { kOptimized, kUnchanged, kRejected };
+absl::StatusOr<ReportStatus> ParseReportStatus(absl::string_view text);
+absl::string_view ReportStatusName(ReportStatus status);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_OPTIONS_ENUMS_H_

@@ -1,0 +1,279 @@
+// sentierd_main.cc — sentierd's main (usage, exit codes and messages: tools/sentierd.cc).
+//
+// This file parses and checks the flags, builds ManagerOptions, serves /metrics, forwards
+// signals through a self-pipe and maps the manager's status to the exit code (ExitCodeFor); the
+// work is runtime/daemon/daemon_manager.h's.
+#include "tools/sentierd_main.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#ifndef SENTIER_NO_HTTPLIB
+#include <httplib.h>
+#endif
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "runtime/daemon/daemon_manager.h"
+#include "runtime/daemon/optimize_job.h"
+#include "runtime/daemon/registry_watcher.h"
+#include "runtime/options_enums.h"
+#include "tools/flags.h"
+
+DEFINE_string(registry, "", "model registry root: REG/<model>/<version>/{model.pt,inputs.pt}");
+DEFINE_string(output, "", "output root (owned by this daemon)");
+DEFINE_string(rules, "", "comma-separated rule files or directories (default: shipped library)");
+DEFINE_int32(poll_interval_ms, 2000, "registry poll interval");
+DEFINE_bool(once, false, "process everything pending, print a per-model summary, exit");
+DEFINE_int32(workers, 1, "job processes run at the same time");
+DEFINE_string(device, "auto", "auto|cpu|cuda");
+DEFINE_string(mode, "both", "validation mode: inference|training|both");
+DEFINE_string(select_rules, "auto",
+              "auto|on|off: before optimizing, keep only the rules that make a step faster on the "
+              "device within --memory_margin (timed ablation); auto = on with cuda");
+DEFINE_string(param_layout, "original",
+              "original|stacked: how published artifacts store the parameters the batching rules "
+              "stack (see sentier_opt --param_layout); REG/<model>/sentier.json overrides it");
+DEFINE_double(memory_margin, 0.01,
+              "on cuda: an optimized model whose timed step needs more peak memory than the "
+              "original's by more than this fraction is not published (negative: not weighed)");
+DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
+DEFINE_int32(metrics_port, 0, "serve /metrics and /healthz on this port (0: off)");
+DEFINE_string(shard, "", "i/n: only models whose name hashes to shard i of n");
+DEFINE_int64(max_model_bytes, 4LL << 30, "refuse model.pt/inputs.pt above this size (0: none)");
+DEFINE_int32(shutdown_grace_s, 30, "on SIGTERM/SIGINT, how long running jobs may finish");
+DEFINE_string(job_command, "",
+              "program that runs one job, given sentierd's --job flags (a wrapper that ends by "
+              "exec'ing sentierd); default: this binary");
+// Hidden: the job child.
+DEFINE_bool(job, false, "(internal) run one job");
+DEFINE_string(job_model, "", "(internal)");
+DEFINE_int64(job_version, 0, "(internal)");
+DEFINE_string(job_source, "", "(internal)");
+DEFINE_string(job_stage, "", "(internal)");
+DEFINE_string(job_rules, "", "(internal)");
+DEFINE_string(job_device, "cpu", "(internal)");
+
+namespace sentier {
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kInternal = 1;
+constexpr int kBadFlags = 2;
+constexpr int kLocked = 3;
+constexpr int kUnavailable = 4;
+
+int Fail(int code, const std::string& msg) {
+  std::cerr << "sentierd: " << msg << "\n";
+  return code;
+}
+
+// ExitCodeFor: the manager's documented status codes (DaemonManager::Start and Run) -> exit code.
+int ExitCodeFor(const absl::Status& st) {
+  switch (st.code()) {
+    case absl::StatusCode::kOk: return kOk;
+    case absl::StatusCode::kInvalidArgument: return kBadFlags;
+    case absl::StatusCode::kFailedPrecondition: return kLocked;
+    case absl::StatusCode::kUnavailable: return kUnavailable;
+    default: return kInternal;
+  }
+}
+
+// ---- signals: a self-pipe; the handler only writes one byte.
+int g_pipe[2] = {-1, -1};
+void OnSignal(int sig) {
+  int saved = errno;
+  char c = static_cast<char>(sig);
+  (void)!::write(g_pipe[1], &c, 1);
+  errno = saved;
+}
+
+// ResolvedDevice: where jobs validate and time: --device, with auto = cuda when available.
+Device ResolvedDevice(DeviceRequest request) {
+  if (request == DeviceRequest::kCuda) return Device::kCuda;
+  if (request == DeviceRequest::kAuto && CudaAvailable()) return Device::kCuda;
+  return Device::kCpu;
+}
+
+// OptionsFromFlags: checks the flags and builds the manager's options; exit code 2 on a bad flag.
+int OptionsFromFlags(ManagerOptions* o) {
+  int shard_index = 0, shard_count = 1;
+  if (!FLAGS_shard.empty() && !ParseShard(FLAGS_shard, &shard_index, &shard_count)) {
+    return Fail(kBadFlags, absl::StrCat("--shard='", FLAGS_shard, "' must be i/n with 0 <= i < n"));
+  }
+  if (FLAGS_registry.empty()) return Fail(kBadFlags, "--registry is required (see --help)");
+  if (FLAGS_output.empty()) return Fail(kBadFlags, "--output is required (see --help)");
+  absl::StatusOr<ValidationMode> mode = ParseValidationMode(FLAGS_mode);
+  if (!mode.ok()) {
+    return Fail(kBadFlags, absl::StrCat("--mode='", FLAGS_mode,
+                                        "' must be inference, training or both"));
+  }
+  absl::StatusOr<ParameterLayout> param_layout = ParseParameterLayout(FLAGS_param_layout);
+  if (!param_layout.ok()) {
+    return Fail(kBadFlags, absl::StrCat("--param_layout='", FLAGS_param_layout, "' must be original or stacked"));
+  }
+  absl::StatusOr<RuleSelection> select_rules = ParseRuleSelection(FLAGS_select_rules);
+  if (!select_rules.ok()) {
+    return Fail(kBadFlags, absl::StrCat("--select_rules='", FLAGS_select_rules, "' must be auto, on or off"));
+  }
+  absl::StatusOr<DeviceRequest> device = ParseDeviceRequest(FLAGS_device);
+  if (!device.ok()) {
+    return Fail(kBadFlags, absl::StrCat("--device='", FLAGS_device, "' must be auto, cpu or cuda"));
+  }
+  if (*device == DeviceRequest::kCuda && !CudaAvailable()) {
+    return Fail(kBadFlags,
+                "--device=cuda: this build of LibTorch has no CUDA support (or no GPU is "
+                "visible); use --device=cpu or auto");
+  }
+  if (FLAGS_workers < 1) return Fail(kBadFlags, "--workers must be at least 1");
+  if (FLAGS_poll_interval_ms < 1) return Fail(kBadFlags, "--poll_interval_ms must be positive");
+  if (FLAGS_job_timeout_s < 1) return Fail(kBadFlags, "--job_timeout_s must be positive");
+  if (FLAGS_max_model_bytes < 0) return Fail(kBadFlags, "--max_model_bytes must be >= 0");
+  if (FLAGS_metrics_port < 0 || FLAGS_metrics_port > 65535) {
+    return Fail(kBadFlags, "--metrics_port must be in 0..65535");
+  }
+  o->registry = FLAGS_registry;
+  o->output = FLAGS_output;
+  if (FLAGS_rules.empty()) {
+    o->rule_paths.push_back(ShippedRulesDir());
+  } else {
+    o->rule_paths = absl::StrSplit(FLAGS_rules, ',', absl::SkipEmpty());
+  }
+  o->once = FLAGS_once;
+  o->workers = FLAGS_workers;
+  o->poll_interval_ms = FLAGS_poll_interval_ms;
+  o->job_timeout_s = FLAGS_job_timeout_s;
+  o->shutdown_grace_s = FLAGS_shutdown_grace_s;
+  o->max_model_bytes = FLAGS_max_model_bytes;
+  o->shard_index = shard_index;
+  o->shard_count = shard_count;
+  o->mode = *mode;
+  o->job_device = ResolvedDevice(*device);
+  o->memory_margin = FLAGS_memory_margin;
+  o->select_rules = *select_rules == RuleSelection::kAuto ? o->job_device == Device::kCuda
+                                                          : *select_rules == RuleSelection::kOn;
+  o->param_layout = *param_layout;
+  o->job_command = FLAGS_job_command;
+  return kOk;
+}
+
+int RunDaemon(const OptionsHook& customize) {
+  ManagerOptions options;
+  int rc = OptionsFromFlags(&options);
+  if (rc != kOk) return rc;
+  if (customize) customize(&options);
+  DaemonManager manager(options);
+  absl::Status st = manager.Start();
+  if (!st.ok()) return Fail(ExitCodeFor(st), std::string(st.message()));
+
+  if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return Fail(kInternal, "pipe failed");
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnSignal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGCHLD, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails the write (EFBIG) instead of killing
+
+#ifndef SENTIER_NO_HTTPLIB
+  std::unique_ptr<httplib::Server> server;
+  std::thread server_thread;
+  if (FLAGS_metrics_port > 0) {
+    server = std::make_unique<httplib::Server>();
+    server->Get("/metrics", [&manager](const httplib::Request&, httplib::Response& res) {
+      res.set_content(manager.metrics().Render(), "text/plain; version=0.0.4");
+    });
+    server->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    if (!server->bind_to_port("0.0.0.0", FLAGS_metrics_port)) {
+      LOG(ERROR) << "metrics: cannot listen on port " << FLAGS_metrics_port;
+      server.reset();
+    } else {
+      server_thread = std::thread([&server] { server->listen_after_bind(); });
+      LOG(INFO) << "metrics: serving /metrics and /healthz on port " << FLAGS_metrics_port;
+    }
+  }
+#else
+  if (FLAGS_metrics_port > 0) {
+    LOG(ERROR) << "metrics: this build has no HTTP server (built without cpp-httplib)";
+  }
+#endif
+
+  st = manager.Run(g_pipe[0]);
+#ifndef SENTIER_NO_HTTPLIB
+  if (server) {
+    server->stop();
+    server_thread.join();
+  }
+#endif
+  if (FLAGS_once && st.ok()) {
+    std::cout << manager.Summary();
+    std::cout.flush();
+  }
+  return ExitCodeFor(st);
+}
+
+}  // namespace
+
+int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
+  gflags::SetUsageMessage(
+      "sentierd --registry=REG --output=OUT [--once] [--rules=...] (see the header of "
+      "tools/sentierd.cc)\nExit codes: 0 ok, 1 internal, 2 bad flags, 3 output locked, 4 registry "
+      "unreadable or output unwritable.");
+  std::string unknown = FindUnknownFlag(argc, argv);
+  if (!unknown.empty()) {
+    return Fail(kBadFlags, absl::StrCat("unknown flag '", unknown, "' (see --help)"));
+  }
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) {
+    return Fail(kBadFlags, absl::StrCat("unexpected argument '", argv[1], "'"));
+  }
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging("sentierd");
+  if (FLAGS_job) {
+    // The daemon (ExecJobLauncher) spells these; a bad one is a bad flag all the same.
+    absl::StatusOr<Device> device = ParseDevice(FLAGS_job_device);
+    absl::StatusOr<ValidationMode> mode = ParseValidationMode(FLAGS_mode);
+    absl::StatusOr<ParameterLayout> param_layout = ParseParameterLayout(FLAGS_param_layout);
+    for (const absl::Status& st : {device.status(), mode.status(), param_layout.status()}) {
+      if (!st.ok()) return Fail(kBadFlags, std::string(st.message()));
+    }
+    JobSpec spec;
+    spec.model = FLAGS_job_model;
+    spec.version = FLAGS_job_version;
+    spec.source_dir = FLAGS_job_source;
+    spec.stage_dir = FLAGS_job_stage;
+    spec.rules_dir = FLAGS_job_rules;
+    spec.device = *device;
+    spec.memory_margin = FLAGS_memory_margin;
+    spec.select_rules = ParseRuleSelection(FLAGS_select_rules).value_or(RuleSelection::kOff) ==
+                        RuleSelection::kOn;
+    spec.param_layout = *param_layout;
+    spec.mode = *mode;
+    return RunOptimizeJob(spec);
+  }
+  try {
+    return RunDaemon(customize);
+  } catch (const std::exception& e) {
+    return Fail(kInternal, absl::StrCat("internal error: ", e.what()));
+  }
+}
+
+}  // namespace sentier
