@@ -117,27 +117,16 @@ def enable_optimus():
             "known_pre": sorted(known_pre), "known_post": sorted(known_post)}
 
 
-def to_device(v, device):
-    import torch
-    if isinstance(v, torch.Tensor):
-        return v.to(device)
-    if isinstance(v, (list, tuple)):
-        out = [to_device(x, device) for x in v]
-        return out if isinstance(v, list) else tuple(out)
-    if isinstance(v, dict):
-        return {k: to_device(x, device) for k, x in v.items()}
-    return v
+def _tree_helpers():
+    """to_device / float_tensors over tensors in tuples, lists and dicts: the Python client's
+    (tools/gpu/train_client.py), one definition for both scripts."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tools", "gpu"))
+    import train_client  # noqa: E402
+    return train_client.to_device, train_client.float_tensors
 
 
-def float_tensors(v):
-    import torch
-    if isinstance(v, torch.Tensor):
-        return [v] if v.is_floating_point() else []
-    if isinstance(v, (list, tuple)):
-        return [t for x in v for t in float_tensors(x)]
-    if isinstance(v, dict):
-        return [t for k in sorted(v) for t in float_tensors(v[k])]
-    return []
+to_device, float_tensors = _tree_helpers()
 
 
 def load_inputs(path, device):

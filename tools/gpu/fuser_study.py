@@ -21,6 +21,7 @@ executor's fuser").
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -135,21 +136,12 @@ def summarize(kinds):
 
 
 def kernels(fn, device):
+    """CUDA kernels of one call of fn (bench/compare_torch_compile.py's count)."""
     if device != "cuda":
         return None
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    n = 0
-    for e in prof.events():
-        if "CUDA" not in str(getattr(e, "device_type", "")):
-            continue
-        if "memcpy" in e.name.lower() or "memset" in e.name.lower():
-            continue
-        n += 1
-    return n
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import compare_torch_compile  # noqa: E402
+    return compare_torch_compile.count_kernels(fn, torch)
 
 
 def run_case(name, src, shapes, args):
