@@ -73,7 +73,7 @@ void BM_PlanNothingNew(benchmark::State& state) {
   for (const auto& [name, vs] : snap->models) {
     for (const VersionInfo& v : vs) {
       VersionRecord r;
-      r.status = "optimized";
+      r.status = ReportStatus::kOptimized;
       r.signature = v.signature;
       r.rules_fp = "fp";
       ds.Set(name, v.version, r);

@@ -82,9 +82,12 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
       // With facts, canonicalization can go further (sections of a split by size, loops over
       // its pieces); the values it creates get facts from a new recording. Without facts the
       // first round would repeat the canonicalization just done.
-      if ((outer > 0 || facts_ptr != nullptr) && Canonicalize(graph, canon, &report.canonicalize)) {
-        record();
-      }
+      const bool canonicalized =
+          (outer > 0 || facts_ptr != nullptr) && Canonicalize(graph, canon, &report.canonicalize);
+      // Values the last round of rules created have no facts (only the values they replaced pass
+      // theirs on); a new recording gives them facts, so rules that need their sizes (the fold
+      // of a batched layer norm's affine step into the next batched linear, say) can fire now.
+      if (canonicalized || outer > 0) record();
       ro.facts = facts_ptr;
       auto t = std::chrono::steady_clock::now();
       bool rewrote = ApplyRules(graph, rules, ro, &report.stats);

@@ -713,7 +713,7 @@ class Gen {
   void Fused() {
     std::string one = Int(1);
     std::string y = Fresh();
-    switch (R(0, 3)) {
+    switch (R(0, 4)) {
       case 0: {  // a + b * c (c sometimes a broadcast parameter)
         int a = PickAny();
         Shape s = pool_[a].shape;
@@ -755,6 +755,24 @@ class Gen {
         Emit(p + " : Tensor", absl::StrCat("aten::bmm(", a, ", ", b, ")"));
         Emit(y + " : Tensor", absl::StrCat("aten::add(", p, ", ", c, ", ", one, ")"));
         Add(y, {bsz, n, m}, false);
+        return;
+      }
+      case 3: {  // a batched layer norm's affine step feeding a batched linear:
+        // baddbmm(c, addcmul(b, n, w), W) with n = permute(x) [G, batch, H]; the shift is
+        // sometimes shared by all members and the bias sometimes 1-D (the fold does not apply).
+        int64_t bsz = R(2, 4), g = R(2, 4), h = R(1, 5), o = R(1, 5);
+        std::string x = Use(NewInput({bsz, g, h}));
+        std::string n = Fresh(), a = Fresh(), r = Fresh();
+        Emit(n + " : Tensor", absl::StrCat("aten::permute(", x, ", ", IntList({1, 0, 2}), ")"));
+        std::string w = P(0.8) ? Param({g, 1, h}) : Param({g, 1, 1});
+        std::string b = P(0.8) ? Param({g, 1, h}) : Param({1, 1, h});
+        std::string c = P(0.8) ? Param({g, 1, o}) : Param({o});
+        Emit(a + " : Tensor", absl::StrCat("aten::addcmul(", b, ", ", n, ", ", w, ", ", one, ")"));
+        Emit(r + " : Tensor", absl::StrCat("aten::baddbmm(", c, ", ", a, ", ", Param({g, h, o}), ", ",
+                                           one, ", ", one, ")"));
+        // Back to the batch on dim 0, as every pool value has it.
+        Emit(y + " : Tensor", absl::StrCat("aten::permute(", r, ", ", IntList({1, 0, 2}), ")"));
+        Add(y, {bsz, g, o}, false);
         return;
       }
       default: {  // mm(a, w) + bias

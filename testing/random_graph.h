@@ -3,9 +3,9 @@
 // GenerateRandomGraph builds text IR (complete input types such as `Float(4, 12)`; parameters
 // as inputs named %param_*) from the ops the rule library touches: the split family (split,
 // split_with_sizes, chunk, unbind) and what glues pieces back (cat, stack), slice, select,
-// squeeze/unsqueeze, reshape, permute, linear, layer_norm, pointwise unary (relu, tanh,
-// sigmoid, gelu, silu, clamp, nan_to_num, dropout, detach) and binary (add, sub, mul, div)
-// ops, often in groups of identical independent ops, with fan-out and reuse of pieces, and in
+// squeeze/unsqueeze, reshape, permute, linear, layer_norm, addcmul feeding baddbmm, pointwise
+// unary (relu, tanh, sigmoid, gelu, silu, clamp, nan_to_num, dropout, detach) and binary (add,
+// sub, mul, div) ops, often in groups of identical independent ops, with fan-out and reuse of pieces, and in
 // some graphs in-place ops (relu_, add_) on values and on views of them. Shapes are tracked while
 // generating, so every graph runs at the sample batch size. The same (seed, steps) always gives
 // the same text; a smaller `steps` gives a prefix of the same graph's body.

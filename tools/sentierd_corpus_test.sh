@@ -60,16 +60,18 @@ done
 # published optimized with the layout in its report, its artifact equivalent; a bad file rejects
 # the model's versions with the reason.
 R2="$T/reg_layout"; O2="$T/out_layout"
-mkdir -p "$R2/towers/1" "$R2/typo/1"
+mkdir -p "$R2/towers/1" "$R2/typo/1" "$R2/margin_typo/1"
 cp "$CORPUS/towers/scripted.pt" "$R2/towers/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/towers/1/inputs.pt"
 cp "$CORPUS/towers/scripted.pt" "$R2/typo/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/typo/1/inputs.pt"
-echo '{"param_layout": "stacked"}' >"$R2/towers/sentier.json"
+echo '{"param_layout": "stacked", "memory_margin": 1.5}' >"$R2/towers/sentier.json"
+cp "$CORPUS/towers/scripted.pt" "$R2/margin_typo/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/margin_typo/1/inputs.pt"
 echo '{"param_layout": "flat"}' >"$R2/typo/sentier.json"
+echo '{"memory_margin": "50%"}' >"$R2/margin_typo/sentier.json"
 "$D" --once --registry="$R2" --output="$O2" --device=cpu --poll_interval_ms=50 >"$T/log2" 2>&1 \
   || { fail "sentierd exit $? (layouts)"; tail -20 "$T/log2"; }
 rep="$O2/towers/1/report.json"
 if [[ "$(status_of "$rep")" == optimized ]] && grep -q '"param_layout": "stacked"' "$rep" \
-    && grep -q '"name": "l1.stacked_weight"' "$rep"; then
+    && grep -q '"memory_margin": 1.5' "$rep" && grep -q '"name": "l1.stacked_weight"' "$rep"; then
   ok "towers published with stacked parameters"
   "$CHECK" --reference="$R2/towers/1/model.pt" --candidate="$O2/towers/1/model.pt" \
     --inputs="$R2/towers/1/inputs.pt" --device=cpu --mode=both --trials=2 >"$T/check2.txt" 2>&1 \
@@ -77,10 +79,12 @@ if [[ "$(status_of "$rep")" == optimized ]] && grep -q '"param_layout": "stacked
 else
   fail "towers with sentier.json: $(status_of "$rep")"; grep '"reason"' "$rep"
 fi
-rep="$O2/typo/1/report.json"
-[[ "$(status_of "$rep")" == rejected ]] && grep -q 'bad sentier.json.*param_layout must be' "$rep" \
-  && ok "bad sentier.json rejected: $(grep -o '"reason": "[^"]*' "$rep" | cut -c12-120)" \
-  || { fail "bad sentier.json: $(status_of "$rep")"; grep '"reason"' "$rep"; }
+for m in typo margin_typo; do
+rep="$O2/$m/1/report.json"
+[[ "$(status_of "$rep")" == rejected ]] && grep -q 'bad sentier.json.*\(param_layout\|memory_margin\) must be' "$rep" \
+  && ok "bad sentier.json rejected: $(grep -o '"reason": "[^"]*' "$rep" | cut -c12-140)" \
+  || { fail "bad sentier.json ($m): $(status_of "$rep")"; grep '"reason"' "$rep"; }
+done
 "$RUN/tools/check_report" --schema="$RUN/runtime/report_schema.json" "$O2"/*/*/report.json \
   && ok "layout reports follow the schema" || fail "layout reports do not follow the schema"
 

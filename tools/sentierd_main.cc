@@ -49,7 +49,8 @@ DEFINE_string(param_layout, "original",
               "stack (see sentier_opt --param_layout); REG/<model>/sentier.json overrides it");
 DEFINE_double(memory_margin, 0.01,
               "on cuda: an optimized model whose timed step needs more peak memory than the "
-              "original's by more than this fraction is not published (negative: not weighed)");
+              "original's by more than this fraction is not published (negative: not weighed); "
+              "REG/<model>/sentier.json's memory_margin overrides it");
 DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
 DEFINE_int32(metrics_port, 0, "serve /metrics and /healthz on this port (0: off)");
 DEFINE_string(shard, "", "i/n: only models whose name hashes to shard i of n");

@@ -168,7 +168,7 @@ void DaemonManager::Reconcile() {
         std::string fp = r.value("rules_fingerprint", "");
         if (have != nullptr && have->signature == sig && have->rules_fp == fp) continue;
         VersionRecord rec;
-        rec.status = r.value("status", "");
+        rec.status = ParseReportStatus(r.value("status", "")).value_or(ReportStatus::kRejected);
         rec.reason = r.value("reason", "");
         rec.signature = sig;
         rec.rules_fp = fp;
@@ -384,7 +384,7 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   absl::Status st = WriteFileSynced(stage + "/report.json", report.dump(2) + "\n");
   if (st.ok()) st = publisher_->Publish(stage, v.model, v.version, rejected);
   VersionRecord rec;
-  rec.status = status;
+  rec.status = parsed.ok() ? *parsed : ReportStatus::kRejected;
   rec.reason = reason;
   rec.signature = v.signature;
   rec.rules_fp = report.value("rules_fingerprint", "");
@@ -434,7 +434,7 @@ std::string DaemonManager::Summary() const {
     if (!models_seen_.count(model)) continue;
     std::vector<std::string> parts;
     for (const auto& [v, r] : versions) {
-      parts.push_back(absl::StrCat("v", v, " ", r.status, r.kept_earlier ? " (kept earlier)" : ""));
+      parts.push_back(absl::StrCat("v", v, " ", ReportStatusName(r.status), r.kept_earlier ? " (kept earlier)" : ""));
     }
     const auto& last = *versions.rbegin();
     std::string arch;

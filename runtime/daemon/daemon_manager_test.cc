@@ -125,8 +125,8 @@ TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
   EXPECT_TRUE(absl::StrContains(Report("garbage", 1), "job result unreadable."));
 
   ASSERT_NE(m.state().Find("good", 1), nullptr);
-  EXPECT_EQ(m.state().Find("good", 1)->status, "optimized");
-  EXPECT_EQ(m.state().Find("crash", 1)->status, "rejected");
+  EXPECT_EQ(ReportStatusName(m.state().Find("good", 1)->status), "optimized");
+  EXPECT_EQ(ReportStatusName(m.state().Find("crash", 1)->status), "rejected");
   {
     std::lock_guard<std::mutex> l(m.metrics().mu);
     EXPECT_EQ(m.metrics().seen, 3);

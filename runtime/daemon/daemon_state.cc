@@ -33,7 +33,7 @@ std::string DaemonState::ToJson() const {
   for (const auto& [model, versions] : models_) {
     nlohmann::json m = nlohmann::json::object();
     for (const auto& [v, r] : versions) {
-      m[std::to_string(v)] = {{"status", r.status},         {"reason", r.reason},
+      m[std::to_string(v)] = {{"status", ReportStatusName(r.status)},         {"reason", r.reason},
                               {"signature", r.signature},   {"rules_fp", r.rules_fp},
                               {"arch_fp", r.arch_fp},       {"artifact_sha", r.artifact_sha},
                               {"kept_earlier", r.kept_earlier}};
@@ -52,7 +52,12 @@ absl::StatusOr<DaemonState> DaemonState::FromJson(const std::string& text) {
         int64_t v = 0;
         if (!absl::SimpleAtoi(vs, &v)) return absl::InvalidArgumentError("bad version " + vs);
         VersionRecord rec;
-        rec.status = r.value("status", "");
+        absl::StatusOr<ReportStatus> status = ParseReportStatus(r.value("status", ""));
+        if (!status.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(model, " version ", vs, ": ", status.status().message()));
+        }
+        rec.status = *status;
         rec.reason = r.value("reason", "");
         rec.signature = r.value("signature", "");
         rec.rules_fp = r.value("rules_fp", "");

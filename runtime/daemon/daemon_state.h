@@ -16,11 +16,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/options_enums.h"
 
 namespace sentier {
 
 struct VersionRecord {
-  std::string status;        // optimized | unchanged | rejected
+  // The report's status. A report whose status is not one of the three words is recorded as
+  // rejected (it is published as it is; see DaemonManager::PublishResult).
+  ReportStatus status = ReportStatus::kRejected;
   std::string reason;
   std::string signature;     // RegistryWatcher's signature of the source version
   std::string rules_fp;      // rules fingerprint the job ran with
@@ -31,7 +34,8 @@ struct VersionRecord {
 
 class DaemonState {
  public:
-  // Load: a missing file is an empty state; a corrupt one is InvalidArgumentError naming it.
+  // Load: a missing file is an empty state; a corrupt one (not JSON, a bad version number, a
+// status other than optimized | unchanged | rejected) is InvalidArgumentError naming it.
   static absl::StatusOr<DaemonState> Load(const std::string& path);
   // Save: atomically (temp file, fsync, rename, fsync dir).
   absl::Status Save(const std::string& path) const;

@@ -31,7 +31,7 @@ std::vector<std::string> PlanAndRecord(const RegistrySnapshot& s, DaemonState* s
   for (const Job& j : JobPlanner::Plan(s, *state, fp, {})) {
     keys.push_back(j.Key() + ":" + j.why);
     VersionRecord r;
-    r.status = "optimized";
+    r.status = ReportStatus::kOptimized;
     r.signature = j.source.signature;
     r.rules_fp = fp;
     state->Set(j.source.model, j.source.version, r);
@@ -98,7 +98,7 @@ TEST(JobPlannerTest, RestartIsIdempotent) {
   auto jobs = JobPlanner::Plan(s, *state, "fp1", {});
   ASSERT_EQ(jobs.size(), 3u);
   VersionRecord r;
-  r.status = "unchanged";
+  r.status = ReportStatus::kUnchanged;
   r.signature = jobs[0].source.signature;
   r.rules_fp = "fp1";
   r.arch_fp = "arch1";

@@ -20,6 +20,7 @@
 #include "passes/digest.h"
 #include "passes/optimizer.h"
 #include "runtime/cost_selection.h"
+#include "runtime/daemon/model_config.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/file_util.h"
 #include "runtime/graph_runner.h"
@@ -145,33 +146,25 @@ int RunOptimizeJob(const JobSpec& spec) {
     const std::string device_name(DeviceName(device));
     j["device"] = device_name;
     // Per-model options: REG/<model>/sentier.json over the daemon's flags.
-    ParameterLayout param_layout = spec.param_layout;
-    const std::string config_path = spec.source_dir + "/../sentier.json";
+    ModelConfig config;
+    config.param_layout = spec.param_layout;
+    config.memory_margin = spec.memory_margin;
+    const std::string config_path = absl::StrCat(spec.source_dir, "/../", kModelConfigFile);
     if (std::filesystem::exists(config_path)) {
       auto text = ReadFile(config_path);
       if (!text.ok()) return reject(absl::StrCat("bad sentier.json: ", text.status().message()));
-      try {
-        nlohmann::json config = nlohmann::json::parse(*text);
-        if (!config.is_object()) throw std::runtime_error("not a JSON object");
-        for (auto it = config.begin(); it != config.end(); ++it) {
-          if (it.key() != "param_layout") throw std::runtime_error(absl::StrCat("unknown key '", it.key(), "' (known: param_layout)"));
-          absl::StatusOr<ParameterLayout> layout =
-              it.value().is_string() ? ParseParameterLayout(it.value().get<std::string>())
-                                     : absl::InvalidArgumentError("not a string");
-          if (!layout.ok()) {
-            throw std::runtime_error(absl::StrCat("param_layout must be \"original\" or \"stacked\", not ", it.value().dump()));
-          }
-          param_layout = *layout;
-        }
-      } catch (const std::exception& e) {
-        return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", e.what()));
+      absl::Status applied = ApplyModelConfigJson(*text, &config);
+      if (!applied.ok()) {
+        return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", applied.message()));
       }
     }
+    const ParameterLayout param_layout = config.param_layout;
     j["param_layout"] = std::string(ParameterLayoutName(param_layout));
     const bool stacked = param_layout == ParameterLayout::kStacked;
     const bool timed = device == Device::kCuda;
     VerdictMargins margins;
-    margins.memory = spec.memory_margin;
+    margins.memory = config.memory_margin;
+    j["memory_margin"] = config.memory_margin;
     // The never-slower gate's rule selection, timed on the job's device.
     std::shared_ptr<const RuleSet> use = *rules;
     std::string unchanged_reason = "No rule applied, so the artifact is a copy of the original model.";

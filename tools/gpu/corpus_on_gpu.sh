@@ -5,7 +5,10 @@
 #
 #   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
 #                              [--param_layout=original|stacked] [--select_rules=auto|on|off]
-#                              [--memory_margin=F]
+#                              [--memory_margin=F] [--config_for=a,b --config=JSON]
+#
+# --config_for/--config: writes JSON as REG/<model>/sentier.json for the listed models (per-model
+# options over the daemon's flags, e.g. --config='{"param_layout": "stacked", "memory_margin": 2}').
 #
 # The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU),
 # with sample inputs at --batch drawn by make_corpus.py --inputs_only (the GPU machine's torch).
@@ -20,6 +23,8 @@ client=1
 layout=original
 select=auto
 margin=0.01
+config_for=""
+config=""
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
@@ -29,6 +34,8 @@ for a in "$@"; do
     --param_layout=*) layout="${a#--param_layout=}" ;;
     --select_rules=*) select="${a#--select_rules=}" ;;
     --memory_margin=*) margin="${a#--memory_margin=}" ;;
+    --config_for=*) config_for="${a#--config_for=}" ;;
+    --config=*) config="${a#--config=}" ;;
     *) echo "corpus_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +52,10 @@ for dir in testdata/models/"$archives"/*/; do
   mkdir -p "$work/reg/$m/1"
   cp "$dir/scripted.pt" "$work/reg/$m/1/model.pt"
   cp "$work/inputs/$m/inputs.pt" "$work/reg/$m/1/inputs.pt"
+  if [[ ",$config_for," == *",$m,"* ]]; then
+    printf '%s\n' "$config" >"$work/reg/$m/sentier.json"
+    echo "$m: sentier.json $config"
+  fi
 done
 echo "registry: $(ls "$work/reg" | wc -l) models at batch $batch ($archives archives)"
 start=$(date +%s)

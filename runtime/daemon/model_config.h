@@ -1,0 +1,40 @@
+// model_config.h — per-model options in the registry: REG/<model>/sentier.json.
+//
+// A model's owner can set, over sentierd's flags, how that model's artifacts are built:
+//   {"param_layout": "stacked", "memory_margin": 0.5}
+// - param_layout: "original" | "stacked" (passes/stacked_parameters.h).
+// - memory_margin: a number; how much more peak memory per timed step (as a fraction of the
+//   original's) the optimized model may need and still be published on CUDA. 0.5 accepts 50%
+//   more; a negative number turns the memory weighing off for this model. A stacked layout that
+//   makes training 20x faster but holds whole-layer activations at once is a trade its owner can
+//   choose here, per model, while the registry-wide default stays strict.
+// The file is strict: an unknown key, a value of the wrong type or out of range is an error that
+// names the key and the value (the version is then rejected with that reason, never built with a
+// half-read configuration). A key left out keeps the daemon's flag.
+//
+//   ModelConfig config{.param_layout = flags_layout, .memory_margin = flags_margin};
+//   absl::Status s = ApplyModelConfigJson(text, &config);  // InvalidArgument: "unknown key ..."
+#ifndef SENTIER_RUNTIME_DAEMON_MODEL_CONFIG_H_
+#define SENTIER_RUNTIME_DAEMON_MODEL_CONFIG_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "runtime/options_enums.h"
+
+namespace sentier {
+
+// The file's name inside REG/<model>/.
+constexpr char kModelConfigFile[] = "sentier.json";
+
+struct ModelConfig {
+  ParameterLayout param_layout = ParameterLayout::kOriginal;
+  double memory_margin = 0.01;  // negative: peak memory is not weighed
+};
+
+// ApplyModelConfigJson: sets the keys `json_text` holds on `config` (others keep their values).
+// On error `config` is unchanged and the status (InvalidArgument) says what was wrong.
+absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* config);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_DAEMON_MODEL_CONFIG_H_

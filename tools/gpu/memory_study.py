@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""memory_study.py — peak memory of one training step for the batched forms Sentier's rules write.
+
+The batched (stacked) forms of the towers and wide corpus models run 10-70x faster per training
+step on CUDA but measured more peak memory than the originals. This script times and weighs
+the candidate spellings of the same computation side by side, each scripted and run by the
+TorchScript executor at its defaults after warm-up (as users run artifacts): train step =
+forward, loss = mean of the output, backward; peak = the step's allocation beyond what was
+allocated before it (parameters and inputs excluded, parameter gradients included).
+
+Cases (G members, batch B, the input x [B, G*d] split into G pieces of d as in the corpus):
+  wide   (Linear(d, o) -> silu per piece, concatenated):
+    members      G separate linears (the original model's shape)
+    stacked      baddbmm(b, movedim(unflatten(x)), W^T) -> silu -> movedim -> flatten
+    stacked_t    the transposed product baddbmm(b^T, W, x^T) [G, o, B] -> silu -> permute -> flatten
+  towers (Linear(d, h) -> tanh -> LayerNorm(h) -> Linear(h, h2) -> relu, concatenated):
+    members      G separate towers
+    stacked_addcmul  layer_norm without affine, addcmul(b, n, w), baddbmm (before the fold)
+    stacked_fold     the affine step folded into the next baddbmm (fold_scale_shift_into_baddbmm)
+
+    python3 tools/gpu/memory_study.py [--batch 4096] [--markdown F] [--json F]
+"""
+
+import argparse
+import json
+import time
+from typing import List
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+class WideMembers(torch.nn.Module):
+    def __init__(self, G: int, d: int, o: int):
+        super().__init__()
+        self.d = d
+        self.branches = torch.nn.ModuleList([torch.nn.Linear(d, o) for _ in range(G)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        parts = torch.split(x, self.d, 1)
+        outs: List[Tensor] = []
+        i = 0
+        for b in self.branches:
+            outs.append(F.silu(b(parts[i])))
+            i += 1
+        return torch.cat(outs, 1)
+
+
+class WideStacked(torch.nn.Module):
+    def __init__(self, G: int, d: int, o: int):
+        super().__init__()
+        self.G, self.d = G, d
+        self.weight = torch.nn.Parameter(torch.randn(G, o, d) * 0.3)
+        self.bias = torch.nn.Parameter(torch.randn(G, o) * 0.1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        X = torch.movedim(torch.unflatten(x, 1, [self.G, self.d]), 1, 0)
+        r = torch.baddbmm(self.bias.unsqueeze(1), X, self.weight.transpose(1, 2))
+        return torch.flatten(torch.movedim(F.silu(r), 0, 1), 1, 2)
+
+
+class WideStackedT(WideStacked):
+    def forward(self, x: Tensor) -> Tensor:
+        Xt = torch.unflatten(x, 1, [self.G, self.d]).permute(1, 2, 0)  # [G, d, B]
+        r = torch.baddbmm(self.bias.unsqueeze(2), self.weight, Xt)  # [G, o, B]
+        return torch.flatten(F.silu(r).permute(2, 0, 1), 1, 2)
+
+
+class TowersMembers(torch.nn.Module):
+    def __init__(self, G: int, d: int, h: int, h2: int):
+        super().__init__()
+        self.d = d
+        self.l1 = torch.nn.ModuleList([torch.nn.Linear(d, h) for _ in range(G)])
+        self.ln = torch.nn.ModuleList([torch.nn.LayerNorm(h) for _ in range(G)])
+        self.l2 = torch.nn.ModuleList([torch.nn.Linear(h, h2) for _ in range(G)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        parts = torch.split(x, self.d, 1)
+        outs: List[Tensor] = []
+        i = 0
+        for l1, ln, l2 in zip(self.l1, self.ln, self.l2):
+            outs.append(torch.relu(l2(ln(torch.tanh(l1(parts[i]))))))
+            i += 1
+        return torch.cat(outs, 1)
+
+
+class TowersStacked(torch.nn.Module):
+    def __init__(self, G: int, d: int, h: int, h2: int, fold: bool):
+        super().__init__()
+        self.G, self.d, self.h, self.fold = G, d, h, fold
+        self.w1 = torch.nn.Parameter(torch.randn(G, h, d) * 0.3)
+        self.b1 = torch.nn.Parameter(torch.randn(G, h) * 0.1)
+        self.lw = torch.nn.Parameter(1 + 0.1 * torch.randn(G, h))
+        self.lb = torch.nn.Parameter(0.1 * torch.randn(G, h))
+        self.w2 = torch.nn.Parameter(torch.randn(G, h2, h) * 0.3)
+        self.b2 = torch.nn.Parameter(torch.randn(G, h2) * 0.1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        X = torch.movedim(torch.unflatten(x, 1, [self.G, self.d]), 1, 0)
+        t = torch.tanh(torch.baddbmm(self.b1.unsqueeze(1), X, self.w1.transpose(1, 2)))
+        n = F.layer_norm(t, [self.h])
+        w2t = self.w2.transpose(1, 2)
+        if self.fold:
+            ws = w2t * self.lw.unsqueeze(1).transpose(1, 2)
+            c = torch.baddbmm(self.b2.unsqueeze(1), self.lb.unsqueeze(1), w2t)
+            r = torch.baddbmm(c, n, ws)
+        else:
+            a = torch.addcmul(self.lb.unsqueeze(1), n, self.lw.unsqueeze(1))
+            r = torch.baddbmm(self.b2.unsqueeze(1), a, w2t)
+        return torch.flatten(torch.movedim(torch.relu(r), 0, 1), 1, 2)
+
+
+def count_kernels(step):
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events()
+               if "CUDA" in str(getattr(e, "device_type", "")) and
+               not e.name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")))
+
+
+def measure(module, x, steps=20):
+    m = torch.jit.script(module.cuda())
+    params = list(m.parameters())
+
+    def step():
+        m(x).mean().backward()
+        for p in params:
+            p.grad = None
+
+    for _ in range(6):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    kernels = count_kernels(step)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    peak = (torch.cuda.max_memory_allocated() - before) / 2**20
+    return {"train_ms": times[len(times) // 2], "kernels_train": kernels, "peak_train_mib": peak}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=4096)
+    ap.add_argument("--markdown", default="")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    B = a.batch
+    cases = [
+        ("wide", "members", WideMembers(256, 4, 4), 1024),
+        ("wide", "stacked", WideStacked(256, 4, 4), 1024),
+        ("wide", "stacked_t", WideStackedT(256, 4, 4), 1024),
+        ("towers", "members", TowersMembers(64, 8, 16, 8), 512),
+        ("towers", "stacked_addcmul", TowersStacked(64, 8, 16, 8, False), 512),
+        ("towers", "stacked_fold", TowersStacked(64, 8, 16, 8, True), 512),
+    ]
+    rows = []
+    for model, form, module, width in cases:
+        x = torch.randn(B, width, device="cuda")
+        r = {"model": model, "form": form}
+        try:
+            r.update(measure(module, x))
+        except Exception as e:  # noqa: BLE001 - a failing form is a row, not the end of the study
+            r["error"] = str(e).splitlines()[0][:200]
+        rows.append(r)
+        print("ROW " + json.dumps(r), flush=True)
+    lines = ["torch %s, %s, batch %d, fp32; TorchScript executor at its defaults" % (
+        torch.__version__, torch.cuda.get_device_name(), B), "",
+        "| model | form | train ms | CUDA kernels / train step | peak MiB / train step |",
+        "|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append("| %s | %s | error: %s | | |" % (r["model"], r["form"], r["error"]))
+        else:
+            lines.append("| %s | %s | %.3f | %d | %.1f |" % (r["model"], r["form"], r["train_ms"],
+                                                          r["kernels_train"], r["peak_train_mib"]))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.markdown:
+        open(a.markdown, "w").write(text)
+    if a.json:
+        json.dump(rows, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
