@@ -19,6 +19,11 @@ Cases (G members, batch B, the input x [B, G*d] split into G pieces of d as in t
     stacked_fold     the affine step folded into the next baddbmm (fold_scale_shift_into_baddbmm)
 
     python3 tools/gpu/memory_study.py [--batch 4096] [--markdown F] [--json F]
+        [--archive LABEL=PATH:WIDTH ...]
+
+--archive adds rows for TorchScript archives as users load them (torch.jit.load, one input
+x [batch, WIDTH]), e.g. a published artifact next to its original, to tell whether a difference
+lies in the graph or in the harness.
 """
 
 import argparse
@@ -123,7 +128,7 @@ def count_kernels(step):
 
 
 def measure(module, x, steps=20):
-    m = torch.jit.script(module.cuda())
+    m = module if isinstance(module, torch.jit.ScriptModule) else torch.jit.script(module.cuda())
     params = list(m.parameters())
 
     def step():
@@ -156,6 +161,8 @@ def main():
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--markdown", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--archive", action="append", default=[], help="LABEL=PATH:WIDTH")
+    ap.add_argument("--only_archives", action="store_true")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -168,6 +175,12 @@ def main():
         ("towers", "stacked_addcmul", TowersStacked(64, 8, 16, 8, False), 512),
         ("towers", "stacked_fold", TowersStacked(64, 8, 16, 8, True), 512),
     ]
+    if a.only_archives:
+        cases = []
+    for spec in a.archive:
+        label, rest = spec.split("=", 1)
+        path, width = rest.rsplit(":", 1)
+        cases.append(("archive", label, torch.jit.load(path, map_location="cuda"), int(width)))
     rows = []
     for model, form, module, width in cases:
         x = torch.randn(B, width, device="cuda")
