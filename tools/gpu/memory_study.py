@@ -127,14 +127,18 @@ def count_kernels(step):
                not e.name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")))
 
 
-def measure(module, x, steps=20):
+def measure(module, x, steps=20, loss="mean", keep_grads=False):
+    """keep_grads: gradients accumulate into the .grad the previous steps left (as sentierd's
+    checker steps do) instead of being reset to None (optimizer.zero_grad()'s default)."""
     m = module if isinstance(module, torch.jit.ScriptModule) else torch.jit.script(module.cuda())
     params = list(m.parameters())
 
     def step():
-        m(x).mean().backward()
-        for p in params:
-            p.grad = None
+        out = m(x)
+        (out.mean() if loss == "mean" else out.sum()).backward()
+        if not keep_grads:
+            for p in params:
+                p.grad = None
 
     for _ in range(6):
         step()
@@ -163,6 +167,10 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--archive", action="append", default=[], help="LABEL=PATH:WIDTH")
     ap.add_argument("--only_archives", action="store_true")
+    ap.add_argument("--variants", action="store_true",
+                    help="archive rows also with loss = sum, kept gradients and an input that "
+                         "requires grad")
+    ap.add_argument("--inputs_pt", default="", help="archive rows: x from this inputs.pt")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -184,13 +192,22 @@ def main():
     rows = []
     for model, form, module, width in cases:
         x = torch.randn(B, width, device="cuda")
-        r = {"model": model, "form": form}
-        try:
-            r.update(measure(module, x))
-        except Exception as e:  # noqa: BLE001 - a failing form is a row, not the end of the study
-            r["error"] = str(e).splitlines()[0][:200]
-        rows.append(r)
-        print("ROW " + json.dumps(r), flush=True)
+        if model == "archive" and a.inputs_pt:
+            x = torch.load(a.inputs_pt, map_location="cuda")[0]
+        variants = [("mean", False, False)]
+        if model == "archive" and a.variants:
+            variants += [("sum", False, False), ("mean", True, False), ("sum", True, False),
+                         ("mean", False, True)]
+        for loss, keep, xgrad in variants:
+            label = form if (loss, keep, xgrad) == ("mean", False, False) else "%s (loss %s%s%s)" % (
+                form, loss, ", grads kept" if keep else "", ", x requires grad" if xgrad else "")
+            r = {"model": model, "form": label}
+            try:
+                r.update(measure(module, x.detach().requires_grad_(xgrad), loss=loss, keep_grads=keep))
+            except Exception as e:  # noqa: BLE001 - a failing form is a row, not the end
+                r["error"] = str(e).splitlines()[0][:200]
+            rows.append(r)
+            print("ROW " + json.dumps(r), flush=True)
     lines = ["torch %s, %s, batch %d, fp32; TorchScript executor at its defaults" % (
         torch.__version__, torch.cuda.get_device_name(), B), "",
         "| model | form | train ms | CUDA kernels / train step | peak MiB / train step |",

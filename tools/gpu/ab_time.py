@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""ab_time.py — an original archive and its optimized artifact timed A/B alternated in one process.
+
+On launch-bound models two timings of one graph taken minutes apart can differ by 1.3x, so a
+verdict needs both models timed under the same conditions: both are loaded with torch.jit.load
+(the TorchScript executor at its defaults, as users run archives), warmed up, then timed in
+alternating rounds (A, B, B, A, A, B, ...), each round the synchronized median of --steps
+training steps (forward, loss = sum of the mean of every float output, backward, gradients
+reset to None). Prints the per-round ratios and their median.
+
+    python3 tools/gpu/ab_time.py --a ORIGINAL.pt --b OPTIMIZED.pt --inputs inputs.pt
+        [--rounds 10] [--steps 20] [--label NAME] [--infer]
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from train_client import float_tensors, to_device
+
+
+def load_inputs(path):
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - older formats
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    return to_device(obj if isinstance(obj, tuple) else (obj,), "cuda")
+
+
+def make_step(path, inputs, infer):
+    m = torch.jit.load(path, map_location="cuda")
+    params = [p for p in m.parameters() if p.is_floating_point()]
+
+    def step():
+        if infer:
+            with torch.no_grad():
+                m(*inputs)
+            return
+        outs = float_tensors(m(*inputs))
+        loss = outs[0].mean()
+        for o in outs[1:]:
+            loss = loss + o.mean()
+        loss.backward()
+        for p in params:
+            p.grad = None
+
+    return step
+
+
+def round_ms(step, steps):
+    times = []
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True)
+    ap.add_argument("--b", required=True)
+    ap.add_argument("--inputs", required=True)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--label", default="")
+    ap.add_argument("--infer", action="store_true")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    inputs = load_inputs(a.inputs)
+    sa, sb = make_step(a.a, inputs, a.infer), make_step(a.b, inputs, a.infer)
+    for _ in range(6):
+        sa()
+        sb()
+    ra, rb = [], []
+    for r in range(a.rounds):
+        order = (sa, sb) if r % 2 == 0 else (sb, sa)
+        for s in order:
+            (ra if s is sa else rb).append(round_ms(s, a.steps))
+    ratios = [x / y for x, y in zip(ra, rb)]
+    res = {"label": a.label, "step": "inference" if a.infer else "training",
+           "a_ms": statistics.median(ra), "b_ms": statistics.median(rb),
+           "speedup_median": statistics.median(ratios), "speedup_min": min(ratios),
+           "speedup_max": max(ratios), "rounds": a.rounds, "steps": a.steps}
+    print("AB " + json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
