@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/canonicalize/pipeline.h"
 #include "passes/remove_dead_nodes.h"
+#include "passes/sample_inputs.h"
 #include "passes/shape_facts.h"
 
 namespace sentier {
@@ -29,6 +30,9 @@ int64_t CountIn(const Block* b) {
 }  // namespace
 
 int64_t CountNodes(const Graph& graph) { return CountIn(graph.block()); }
+
+// The batch at which shape facts are recorded when the samples' batch is larger.
+constexpr int64_t kFactsBatch = 16;
 
 absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph,
                                              const RuleSet& rules,
@@ -59,7 +63,14 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
     auto record = [&]() {
       if (options.sample_inputs == nullptr) return;
       auto t = std::chrono::steady_clock::now();
-      auto recorded = RecordShapeFacts(graph, *options.sample_inputs, options.fixed_inputs);
+      // Facts need shapes, not a production batch: a large batch is cut to kFactsBatch rows
+      // where that is unambiguous (sizes that follow the batch are dynamic either way), and the
+      // samples are used as they are when the cut run fails.
+      c10::optional<std::vector<c10::IValue>> small =
+          ShrinkBatch(*options.sample_inputs, kFactsBatch, options.fixed_inputs);
+      absl::StatusOr<ShapeFacts> recorded = absl::UnknownError("not recorded");
+      if (small) recorded = RecordShapeFacts(graph, *small, options.fixed_inputs);
+      if (!recorded.ok()) recorded = RecordShapeFacts(graph, *options.sample_inputs, options.fixed_inputs);
       if (recorded.ok()) {
         facts = std::move(*recorded);
         facts_ptr = &facts;

@@ -2,9 +2,10 @@
 //
 // OptimizeGraph: canonicalizes the graph (passes/canonicalize/pipeline.h: inlining, module
 // attributes folded, list mutation removed, loops unrolled, the split/cat family normalized, ...),
-// records shape facts from sample inputs (when given), then applies the rule set to a fixpoint,
-// canonicalizing again between rounds of rules and recording facts again after each (so the
-// values the rules created get sizes too; at most 4 rounds). It edits `graph` in place.
+// records shape facts from sample inputs (when given; a batch larger than 16 is cut to 16 rows
+// where ShrinkBatch can, since facts need shapes, not numbers), then applies the rule set to a
+// fixpoint, canonicalizing again between rounds of rules and recording facts again after each
+// (so the values the rules created get sizes too; at most 4 rounds). It edits `graph` in place.
 //
 //   OptimizeOptions opts;
 //   opts.self = module._ivalue();           // the module whose method `graph` is

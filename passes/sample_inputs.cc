@@ -315,6 +315,33 @@ std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples,
   });
 }
 
+c10::optional<std::vector<c10::IValue>> ShrinkBatch(const std::vector<c10::IValue>& samples,
+                                                    int64_t rows, const std::vector<bool>& fixed) {
+  std::vector<std::string> fixed_prefixes;
+  for (size_t i = 0; i < fixed.size(); ++i) {
+    if (fixed[i]) fixed_prefixes.push_back(absl::StrCat("[", i, "]"));
+  }
+  auto is_fixed = [&](const std::string& path) {
+    for (const std::string& p : fixed_prefixes) {
+      if (path.compare(0, p.size(), p) == 0) return true;
+    }
+    return false;
+  };
+  NamedTensors flat = FlattenTensors(samples, "");
+  if (!FindOffsets(flat).empty()) return c10::nullopt;
+  int64_t batch = -1;
+  for (const auto& [path, t] : flat) {
+    if (is_fixed(path)) continue;
+    if (t.dim() == 0) return c10::nullopt;
+    if (batch < 0) batch = t.size(0);
+    if (t.size(0) != batch) return c10::nullopt;
+  }
+  if (batch <= rows) return c10::nullopt;
+  return MapAllWithPath(samples, "", [&](const std::string& path, const at::Tensor& t) {
+    return is_fixed(path) ? t : t.slice(0, 0, rows).clone();
+  });
+}
+
 std::vector<c10::IValue> RandomInputsLike(const std::vector<c10::IValue>& samples, at::Generator& gen,
                                           int64_t batch_scale, const std::vector<bool>& fixed) {
   std::vector<c10::IValue> base = batch_scale == 2 ? DoubleBatch(samples, fixed) : samples;

@@ -10,6 +10,8 @@
 //     never a List[Any] (which TorchScript refuses);
 //   * MapTensors / FlattenTensors walk the structure (device moves, casts, requires_grad);
 //   * DoubleBatch doubles the batch (dim 0 of every tensor), continuing EmbeddingBag offsets;
+//   * ShrinkBatch cuts a large batch to its first rows, where that is unambiguous (shape facts
+//     need shapes, not a production-sized batch);
 //   * RandomInputsLike draws fresh inputs of the samples' structure, shapes and dtypes: floats
 //     from each tensor's mean and spread, integers within the observed range (per feature column
 //     for a (batch, features) index tensor: each column indexes its own table), offsets kept
@@ -63,6 +65,14 @@ NamedTensors FlattenTensors(const std::vector<c10::IValue>& vs, const std::strin
 // parameter passed as an input) and is kept as it is.
 std::vector<c10::IValue> DoubleBatch(const std::vector<c10::IValue>& samples,
                                      const std::vector<bool>& fixed = {});
+
+// ShrinkBatch: the samples with every batch-following tensor cut to its first `rows` rows (copies,
+// so a run that mutates its inputs leaves the samples alone). Only where that is unambiguous:
+// every tensor outside the `fixed` arguments has at least one dim and the same size B > rows of
+// dim 0, and none reads as EmbeddingBag offsets (cutting bags needs their indices cut to match).
+// Otherwise nullopt, and callers use the samples as they are.
+c10::optional<std::vector<c10::IValue>> ShrinkBatch(const std::vector<c10::IValue>& samples,
+                                                    int64_t rows, const std::vector<bool>& fixed = {});
 
 // RandomInputsLike: fresh values of the samples' structure; dim 0 of every tensor is multiplied
 // by `batch_scale` (1 or 2; 2 doubles as DoubleBatch does, then redraws).

@@ -79,6 +79,60 @@ TEST(DoubleBatchTest, OffsetsContinuePastTheFirstCopyOfTheirIndices) {
                         torch::tensor({0, 2, 3, 5, 7, 8, 10}, torch::kLong)));
 }
 
+TEST(ShrinkBatchTest, CutsEveryBatchTensorOnlyWhereUnambiguous) {
+  at::Tensor dense = torch::randn({100, 4});
+  at::Tensor ids = torch::randint(0, 50, {100, 3}, torch::kLong);
+  at::Tensor table = torch::randn({7, 4});  // a fixed argument: not cut
+  std::vector<c10::IValue> in = {dense, GenericDict({{"ids", ids}}), table};
+  auto small = ShrinkBatch(in, 16, {false, false, true});
+  ASSERT_TRUE(small.has_value());
+  EXPECT_TRUE(at::equal((*small)[0].toTensor(), dense.slice(0, 0, 16)));
+  EXPECT_TRUE(at::equal((*small)[1].toGenericDict().at("ids").toTensor(), ids.slice(0, 0, 16)));
+  EXPECT_TRUE(at::equal((*small)[2].toTensor(), table));
+  // Copies: a run that mutates them leaves the samples alone.
+  (*small)[0].toTensor().zero_();
+  EXPECT_FALSE(at::equal(dense.slice(0, 0, 16), torch::zeros({16, 4})));
+
+  EXPECT_FALSE(ShrinkBatch(in, 16).has_value());    // table's dim 0 (7) is not the batch
+  EXPECT_FALSE(ShrinkBatch(in, 100, {false, false, true}).has_value());  // nothing to cut
+  EXPECT_FALSE(ShrinkBatch({dense, torch::tensor(3.0)}, 16).has_value());  // a 0-dim tensor
+  // EmbeddingBag offsets: cutting bags needs their indices cut to match; not attempted.
+  at::Tensor indices = torch::randint(0, 9, {40}, torch::kLong);
+  at::Tensor offsets = torch::arange(0, 40, 2, torch::kLong);
+  EXPECT_FALSE(ShrinkBatch({indices, offsets}, 4).has_value());
+}
+
+TEST(ShrinkBatchTest, FactsFromTheCutBatchMatchFactsFromTheFullOne) {
+  torch::jit::Module m("Towers");
+  m.define(R"TS(
+def forward(self, x, ids):
+    parts = torch.split(x, 4, 1)
+    y = torch.cat([torch.relu(p) for p in parts], 0)
+    return y.view(-1, 2, 2), ids.float().sum(1)
+)TS");
+  auto graph = m.get_method("forward").graph();
+  std::vector<c10::IValue> full = {m._ivalue(), torch::randn({200, 12}),
+                                   torch::randint(0, 5, {200, 3}, torch::kLong)};
+  auto small = ShrinkBatch(full, 16);
+  ASSERT_TRUE(small.has_value());
+  auto a = RecordShapeFacts(graph, full);
+  auto b = RecordShapeFacts(graph, *small);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  for (torch::jit::Node* n : graph->nodes()) {
+    for (torch::jit::Value* v : n->outputs()) {
+      const TensorFact* fa = a->Find(v);
+      const TensorFact* fb = b->Find(v);
+      ASSERT_EQ(fa == nullptr, fb == nullptr);
+      if (fa == nullptr) continue;
+      EXPECT_EQ(fa->dynamic, fb->dynamic) << v->debugName();
+      for (size_t d = 0; d < fa->sizes.size(); ++d) {
+        if (!fa->dynamic[d]) EXPECT_EQ(fa->sizes[d], fb->sizes[d]) << v->debugName() << " dim " << d;
+      }
+    }
+  }
+}
+
 TEST(RandomInputsLikeTest, SameStructureOffsetsKeptIndicesInEachTable) {
   at::Tensor ids = torch::stack({torch::arange(0, 8) % 3, torch::arange(0, 8) % 50 + 100}, 1);  // (8, 2)
   at::Tensor indices = torch::tensor({7, 1, 4, 2, 9}, torch::kLong);
