@@ -28,28 +28,18 @@ lies in the graph or in the harness.
 
 import argparse
 import json
-import time
-from typing import List
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-
-class WideMembers(torch.nn.Module):
-    def __init__(self, G: int, d: int, o: int):
-        super().__init__()
-        self.d = d
-        self.branches = torch.nn.ModuleList([torch.nn.Linear(d, o) for _ in range(G)])
-
-    def forward(self, x: Tensor) -> Tensor:
-        parts = torch.split(x, self.d, 1)
-        outs: List[Tensor] = []
-        i = 0
-        for b in self.branches:
-            outs.append(F.silu(b(parts[i])))
-            i += 1
-        return torch.cat(outs, 1)
+_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(_ROOT, "bench"))
+sys.path.insert(0, os.path.join(_ROOT, "testdata", "models"))
+from compare_torch_compile import count_kernels, median_ms  # noqa: E402
+from make_corpus import Towers, Wide  # noqa: E402  (the corpus models: the member forms)
 
 
 class WideStacked(torch.nn.Module):
@@ -70,24 +60,6 @@ class WideStackedT(WideStacked):
         Xt = torch.unflatten(x, 1, [self.G, self.d]).permute(1, 2, 0)  # [G, d, B]
         r = torch.baddbmm(self.bias.unsqueeze(2), self.weight, Xt)  # [G, o, B]
         return torch.flatten(F.silu(r).permute(2, 0, 1), 1, 2)
-
-
-class TowersMembers(torch.nn.Module):
-    def __init__(self, G: int, d: int, h: int, h2: int):
-        super().__init__()
-        self.d = d
-        self.l1 = torch.nn.ModuleList([torch.nn.Linear(d, h) for _ in range(G)])
-        self.ln = torch.nn.ModuleList([torch.nn.LayerNorm(h) for _ in range(G)])
-        self.l2 = torch.nn.ModuleList([torch.nn.Linear(h, h2) for _ in range(G)])
-
-    def forward(self, x: Tensor) -> Tensor:
-        parts = torch.split(x, self.d, 1)
-        outs: List[Tensor] = []
-        i = 0
-        for l1, ln, l2 in zip(self.l1, self.ln, self.l2):
-            outs.append(torch.relu(l2(ln(torch.tanh(l1(parts[i]))))))
-            i += 1
-        return torch.cat(outs, 1)
 
 
 class TowersStacked(torch.nn.Module):
@@ -116,17 +88,6 @@ class TowersStacked(torch.nn.Module):
         return torch.flatten(torch.movedim(torch.relu(r), 0, 1), 1, 2)
 
 
-def count_kernels(step):
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events()
-               if "CUDA" in str(getattr(e, "device_type", "")) and
-               not e.name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")))
-
-
 def measure(module, x, steps=20, loss="mean", keep_grads=False):
     """keep_grads: gradients accumulate into the .grad the previous steps left (as sentierd's
     checker steps do) instead of being reset to None (optimizer.zero_grad()'s default)."""
@@ -140,24 +101,15 @@ def measure(module, x, steps=20, loss="mean", keep_grads=False):
             for p in params:
                 p.grad = None
 
-    for _ in range(6):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t) * 1e3)
-    times.sort()
-    kernels = count_kernels(step)
+    train_ms = median_ms(step, steps, torch)
+    kernels = count_kernels(step, torch)
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     step()
     torch.cuda.synchronize()
     peak = (torch.cuda.max_memory_allocated() - before) / 2**20
-    return {"train_ms": times[len(times) // 2], "kernels_train": kernels, "peak_train_mib": peak}
+    return {"train_ms": train_ms, "kernels_train": kernels, "peak_train_mib": peak}
 
 
 def main():
@@ -176,10 +128,10 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     B = a.batch
     cases = [
-        ("wide", "members", WideMembers(256, 4, 4), 1024),
+        ("wide", "members", Wide(256, 4, 4), 1024),
         ("wide", "stacked", WideStacked(256, 4, 4), 1024),
         ("wide", "stacked_t", WideStackedT(256, 4, 4), 1024),
-        ("towers", "members", TowersMembers(64, 8, 16, 8), 512),
+        ("towers", "members", Towers(64, 8, 16, 8), 512),
         ("towers", "stacked_addcmul", TowersStacked(64, 8, 16, 8, False), 512),
         ("towers", "stacked_fold", TowersStacked(64, 8, 16, 8, True), 512),
     ]
