@@ -344,9 +344,12 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
   size_t reach = 1;
   for (size_t r = 0; r < rules.size(); ++r) reach = std::max(reach, rules.compiled(r).nodes.size());
   size_t round_start = 0;  // Value::unique() at the start of the previous round
+  size_t last_count = 0;
   for (int round = 0; round < options.max_rounds; ++round) {
     std::vector<Node*> nodes;
+    nodes.reserve(last_count);
     Collect(graph->block(), &nodes);
+    last_count = nodes.size();
     // After the first round, ordinary rules are tried only at anchors the previous round's
     // rewrites can have touched: nodes it created and their users, `reach` uses deep. (Anything
     // missed is retried in the first round of the next ApplyRules call, which tries all.)
