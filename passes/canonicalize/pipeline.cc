@@ -43,7 +43,12 @@ void Take(Block* b, Inventory* inv) {
       }
       if (!inv->foldable && !n->inputs().empty() && n->blocks().empty()) {
         bool all = true;
-        for (const torch::jit::Value* in : n->inputs()) all &= in->node()->kind() == c10::prim::Constant;
+        for (const torch::jit::Value* in : n->inputs()) {
+          if (in->node()->kind() != c10::prim::Constant) {
+            all = false;  // the other inputs' nodes need not be touched
+            break;
+          }
+        }
         inv->foldable = all;
       }
       if (n->kind() == c10::prim::If) inv->foldable |= n->input(0)->node()->kind() == c10::prim::Constant;
