@@ -42,10 +42,12 @@ using torch::jit::Graph;
 using torch::jit::Node;
 using torch::jit::Value;
 
-void Collect(Block* b, std::vector<Node*>* out) {
+// Calls `visit` on every node of `b` and its nested blocks, in program order.
+template <typename Visit>
+void Walk(Block* b, const Visit& visit) {
   for (Node* n : b->nodes()) {
-    out->push_back(n);
-    for (Block* sub : n->blocks()) Collect(sub, out);
+    visit(n);
+    for (Block* sub : n->blocks()) Walk(sub, visit);
   }
 }
 
@@ -346,40 +348,40 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
   size_t round_start = 0;  // Value::unique() at the start of the previous round
   size_t last_count = 0;
   for (int round = 0; round < options.max_rounds; ++round) {
+    // One walk collects the nodes, indexes them by kind and sees whether anything mutates; on a
+    // 100k-node graph every further pass over them costs a cache miss per node.
     std::vector<Node*> nodes;
     nodes.reserve(last_count);
-    Collect(graph->block(), &nodes);
-    last_count = nodes.size();
+    absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;
+    bool has_mutation = false;
     // After the first round, ordinary rules are tried only at anchors the previous round's
     // rewrites can have touched: nodes it created and their users, `reach` uses deep. (Anything
     // missed is retried in the first round of the next ApplyRules call, which tries all.)
     absl::flat_hash_set<const Node*> dirty;
-    if (round > 0) {
-      std::vector<std::pair<Node*, size_t>> work;
-      for (Node* n : nodes) {
+    std::vector<std::pair<Node*, size_t>> work;
+    Walk(graph->block(), [&](Node* n) {
+      nodes.push_back(n);
+      has_mutation |= MutatesSomething(n);
+      by_kind[n->kind()].push_back(n);
+      if (round > 0) {
         bool created = false;
         for (const torch::jit::Value* o : n->outputs()) created |= o->unique() >= round_start;
         if (created && dirty.insert(n).second) work.emplace_back(n, 0);
       }
-      while (!work.empty()) {
-        auto [n, depth] = work.back();
-        work.pop_back();
-        if (depth >= reach) continue;
-        for (const torch::jit::Value* o : n->outputs()) {
-          for (const torch::jit::Use& u : o->uses()) {
-            if (dirty.insert(u.user).second) work.emplace_back(u.user, depth + 1);
-          }
+    });
+    last_count = nodes.size();
+    while (!work.empty()) {
+      auto [n, depth] = work.back();
+      work.pop_back();
+      if (depth >= reach) continue;
+      for (const torch::jit::Value* o : n->outputs()) {
+        for (const torch::jit::Use& u : o->uses()) {
+          if (dirty.insert(u.user).second) work.emplace_back(u.user, depth + 1);
         }
       }
     }
     size_t mark = NextUnique(graph.get());
     round_start = mark;
-    bool has_mutation = false;
-    absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;
-    for (Node* n : nodes) {
-      has_mutation |= MutatesSomething(n);
-      by_kind[n->kind()].push_back(n);
-    }
     // With mutation, a node may be rewritten only when nothing writes to its values. The
     // written region answers that for most nodes; AliasDb (whose cost grows faster than the
     // graph) is built only when a node touches the region, or when the graph holds something
