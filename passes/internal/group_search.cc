@@ -251,7 +251,10 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
                     ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report) {
   const std::string& name = rule.ast.name;
   std::vector<std::string> bucket_order;
-  absl::flat_hash_map<std::string, std::vector<GroupMember>> buckets;
+  // The members in candidate order; a bucket lists its members' indices.
+  std::vector<GroupMember> members;
+  members.reserve(candidates.size());
+  absl::flat_hash_map<std::string, std::vector<size_t>> buckets;
   for (Node* n : candidates) {
     bool live = false;
     for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
@@ -262,16 +265,17 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
                                     << " -> " << (ok ? m.key : std::string("no match")));
     if (!ok) continue;
     std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(n->owningBlock()), "#", m.key);
-    auto [it, inserted] = buckets.emplace(key, std::vector<GroupMember>());
+    auto [it, inserted] = buckets.emplace(key, std::vector<size_t>());
     if (inserted) bucket_order.push_back(key);
-    it->second.push_back(std::move(m));
+    it->second.push_back(members.size());
+    members.push_back(std::move(m));
   }
   bool changed = false;
   // Whether a group was tried since the candidates were matched: trying one may have hoisted
   // nodes or rewired members' inputs, and then members are matched again.
   bool touched = false;
   for (const std::string& key : bucket_order) {
-    std::vector<GroupMember>& matched = buckets[key];
+    const std::vector<size_t>& matched = buckets[key];
     if (static_cast<int64_t>(matched.size()) < rule.ast.min_group) continue;
     std::vector<GroupMember> group;
     Node* last_def = nullptr;
@@ -290,7 +294,8 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
       last_def = nullptr;
       first_use = nullptr;
     };
-    for (GroupMember& first : matched) {
+    for (size_t index : matched) {
+      GroupMember& first = members[index];
       GroupMember m;
       if (!touched) {
         m = std::move(first);  // the graph is as it was when the candidates were matched
