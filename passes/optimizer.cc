@@ -18,11 +18,16 @@ namespace {
 using torch::jit::Block;
 using torch::jit::Graph;
 
-int64_t CountIn(const Block* b) {
+// Counts the non-constant nodes; `calls`, when given, is set if a call is left to inline.
+int64_t CountIn(const Block* b, bool* calls = nullptr) {
   int64_t n = 0;
   for (const torch::jit::Node* node : b->nodes()) {
     if (node->kind() != c10::prim::Constant) ++n;
-    for (const Block* sub : node->blocks()) n += CountIn(sub);
+    if (calls != nullptr &&
+        (node->kind() == c10::prim::CallMethod || node->kind() == c10::prim::CallFunction)) {
+      *calls = true;
+    }
+    for (const Block* sub : node->blocks()) n += CountIn(sub, calls);
   }
   return n;
 }
@@ -40,8 +45,14 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
   auto start = std::chrono::steady_clock::now();
   OptimizeReport report;
   try {
-    torch::jit::Inline(*graph);
-    report.nodes_before = CountNodes(*graph);
+    // Inlining has nothing to do without calls; one walk both counts and looks for them (every
+    // walk of a 100k-node graph costs ~15 ms of cache misses).
+    bool calls = false;
+    report.nodes_before = CountIn(graph->block(), &calls);
+    if (calls) {
+      torch::jit::Inline(*graph);
+      report.nodes_before = CountNodes(*graph);
+    }
     // Constants are spread while the graph is rewritten and pooled at the end (see
     // pool_constants.cc: deleting users of a constant with a huge fan-out is quadratic).
     report.canonicalize["constant_spreading.copies"] = SpreadConstants(graph);

@@ -6,8 +6,11 @@
 // Each round indexes the graph's nodes by kind once, then tries every rule (in load order) at
 // every node whose kind its anchor accepts, so a round costs O(nodes x rules whose anchor kind is
 // present) and never rescans the graph per rule. Nodes created in a round are matched in the next
-// one. AliasDb is built only for graphs that contain mutation; a graph without any mutating node
-// cannot have writers, and building alias sets for 100k-node graphs is the costliest step there.
+// one. Legality under mutation needs to know which values are written: a graph without any
+// mutating node cannot have writers; otherwise the values that may share memory with a written
+// one are found by following schema alias annotations from the writes (WrittenRegion), and
+// LibTorch's AliasDb, whose cost grows faster than the graph, is built only for a candidate that
+// touches them or for a graph that region does not model.
 #include "passes/rewrite_driver.h"
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/runtime/operator.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -36,11 +40,14 @@ namespace {
 using torch::jit::Block;
 using torch::jit::Graph;
 using torch::jit::Node;
+using torch::jit::Value;
 
-void Collect(Block* b, std::vector<Node*>* out) {
+// Calls `visit` on every node of `b` and its nested blocks, in program order.
+template <typename Visit>
+void Walk(Block* b, const Visit& visit) {
   for (Node* n : b->nodes()) {
-    out->push_back(n);
-    for (Block* sub : n->blocks()) Collect(sub, out);
+    visit(n);
+    for (Block* sub : n->blocks()) Walk(sub, visit);
   }
 }
 
@@ -57,8 +64,9 @@ bool IsPure(Node* n) { return !n->hasSideEffects() && !MutatesSomething(n); }
 
 // Dropout in eval mode returns its input itself, but its schema does not say so, so AliasDb
 // treats the result as a fresh tensor. A value is written to when anything reached from it
-// through such ops has writers.
-bool WrittenThroughDropout(const torch::jit::AliasDb& db, torch::jit::Value* v, int depth = 0) {
+// through such ops has writers (`written`: AliasDb's hasWriters, or a cheaper superset of it).
+template <typename Written>
+bool WrittenThroughDropout(const Written& written, torch::jit::Value* v, int depth = 0) {
   static const c10::Symbol kDropouts[] = {
       c10::Symbol::fromQualString("aten::dropout"),
       c10::Symbol::fromQualString("aten::feature_dropout"),
@@ -71,10 +79,174 @@ bool WrittenThroughDropout(const torch::jit::AliasDb& db, torch::jit::Value* v, 
     for (c10::Symbol k : kDropouts) dropout |= u.user->kind() == k;
     if (!dropout) continue;
     torch::jit::Value* out = u.user->output();
-    if (db.hasWriters(out) || WrittenThroughDropout(db, out, depth + 1)) return true;
+    if (written(out) || WrittenThroughDropout(written, out, depth + 1)) return true;
   }
   return false;
 }
+
+// Whether `n` may be written to, or reaches a written value through dropouts (see above).
+template <typename Written>
+bool MayBeWritten(const Written& written, Node* n) {
+  for (torch::jit::Value* v : n->inputs()) {
+    if (written(v) || WrittenThroughDropout(written, v)) return true;
+  }
+  for (torch::jit::Value* v : n->outputs()) {
+    if (written(v) || WrittenThroughDropout(written, v)) return true;
+  }
+  return false;
+}
+
+// Values that may share memory with a value some node writes, found without an alias analysis
+// (LibTorch's AliasDb costs more than the rest of a round on a 100k-node graph). It follows the
+// same edges AliasDb draws: an output annotated as aliasing points to the inputs annotated with
+// an alias set (all of them here, which can only add values), and nothing else connects two
+// tensors. Whatever AliasDb would connect to a wildcard, or analyze without a schema, is not
+// modeled: Build then returns false and the caller asks AliasDb. When it returns true, every value
+// whose memory AliasDb would find written is in the region, so a node that touches no region
+// value (and no dropout output reached from one) has no writers for AliasDb either.
+class WrittenRegion {
+ public:
+  bool Build(Graph* graph, const std::vector<Node*>& nodes) {
+    region_.clear();
+    std::vector<Value*> work;
+    for (Node* n : nodes) {
+      if (NoWrites(n->kind())) continue;
+      const c10::FunctionSchema* schema = nullptr;
+      Model model = ModelOf(n, &schema);
+      if (model == Model::kUnknown) return false;
+      if (model == Model::kFresh || !schema->is_mutable()) continue;
+      bool found = false;
+      for (size_t i = 0; i < schema->arguments().size(); ++i) {
+        const c10::AliasInfo* a = schema->arguments()[i].alias_info();
+        if (a == nullptr || !Writes(*a)) continue;
+        work.push_back(n->input(i));
+        found = true;
+      }
+      for (size_t i = 0; i < schema->returns().size(); ++i) {
+        const c10::AliasInfo* a = schema->returns()[i].alias_info();
+        if (a == nullptr || !Writes(*a)) continue;
+        work.push_back(n->output(i));
+        found = true;
+      }
+      if (!found) return false;
+    }
+    while (!work.empty()) {
+      Value* v = work.back();
+      work.pop_back();
+      if (!region_.insert(v).second) continue;
+      if (v->type()->kind() != c10::TypeKind::TensorType) return false;
+      // What v points to: the inputs its defining node's schema lets it alias.
+      Node* def = v->node();
+      if (def->kind() == c10::prim::Param) return false;  // a graph or block input
+      if (def->kind() != c10::prim::Constant && def->kind() != c10::prim::Uninitialized) {
+        const c10::FunctionSchema* schema = nullptr;
+        Model model = ModelOf(def, &schema);
+        if (model == Model::kUnknown) return false;  // a graph or block input, a list element, ...
+        if (model == Model::kSchema) {
+          const c10::AliasInfo* out = schema->returns()[v->offset()].alias_info();
+          if (out != nullptr) {
+            if (Wildcard(*out)) return false;
+            for (size_t i = 0; i < schema->arguments().size(); ++i) {
+              const c10::AliasInfo* a = schema->arguments()[i].alias_info();
+              if (a == nullptr) continue;
+              if (Wildcard(*a)) return false;
+              if (MayAlias(def->input(i))) work.push_back(def->input(i));
+            }
+          }
+        }
+      }
+      // What points to v: outputs of users whose schema lets them alias the argument v is.
+      for (const torch::jit::Use& u : v->uses()) {
+        Node* user = u.user;
+        if (user == graph->return_node()) continue;
+        if (user->kind() == c10::prim::Print || user->kind() == c10::prim::isinstance) continue;
+        const c10::FunctionSchema* schema = nullptr;
+        Model model = ModelOf(user, &schema);
+        if (model == Model::kUnknown) return false;  // a list, a block's result, a call, ...
+        if (model == Model::kFresh) continue;
+        if (u.offset >= schema->arguments().size()) return false;
+        const c10::AliasInfo* a = schema->arguments()[u.offset].alias_info();
+        if (a == nullptr) continue;
+        if (Wildcard(*a)) return false;
+        for (size_t k = 0; k < schema->returns().size(); ++k) {
+          const c10::AliasInfo* r = schema->returns()[k].alias_info();
+          if (r == nullptr) continue;
+          if (Wildcard(*r)) return false;
+          if (MayAlias(user->output(k))) work.push_back(user->output(k));
+        }
+      }
+    }
+    return true;
+  }
+
+  bool Contains(const Value* v) const { return region_.contains(v); }
+
+ private:
+  // Nodes AliasDb analyzes without a schema and that write nothing (containers, extractors,
+  // control flow: the nodes of their blocks are visited on their own).
+  static bool NoWrites(c10::Symbol k) {
+    return k == c10::prim::Constant || k == c10::prim::ListConstruct ||
+           k == c10::prim::TupleConstruct || k == c10::prim::DictConstruct ||
+           k == c10::prim::ListUnpack || k == c10::prim::TupleUnpack ||
+           k == c10::prim::TupleIndex || k == c10::prim::GetAttr || k == c10::prim::If ||
+           k == c10::prim::Loop || k == c10::prim::Uninitialized || k == c10::prim::Print ||
+           k == c10::prim::isinstance;
+  }
+
+  // How AliasDb analyzes a node: from its schema's annotations (kSchema, *schema set), as a pure
+  // function (fresh outputs, no writes), or otherwise (a special case, conservatively, or there
+  // is no operator): kUnknown.
+  enum class Model { kUnknown, kFresh, kSchema };
+  static Model ModelOf(Node* n, const c10::FunctionSchema** schema) {
+    const torch::jit::Operator* op = n->maybeOperator();
+    if (op == nullptr) return Model::kUnknown;
+    c10::AliasAnalysisKind kind = op->aliasAnalysisKind();
+    if (kind == c10::AliasAnalysisKind::PURE_FUNCTION) return Model::kFresh;
+    if (kind != c10::AliasAnalysisKind::FROM_SCHEMA) return Model::kUnknown;
+    const c10::FunctionSchema& s = op->schema();
+    if (s.is_vararg() || s.is_varret() || n->inputs().size() != s.arguments().size() ||
+        n->outputs().size() != s.returns().size()) {
+      return Model::kUnknown;
+    }
+    *schema = &s;
+    return Model::kSchema;
+  }
+
+  // Values of these types hold no memory AliasDb tracks; anything else is followed (and a value
+  // in the region that is not a tensor gives up).
+  static bool MayAlias(const Value* v) {
+    switch (v->type()->kind()) {
+      case c10::TypeKind::IntType:
+      case c10::TypeKind::FloatType:
+      case c10::TypeKind::BoolType:
+      case c10::TypeKind::StringType:
+      case c10::TypeKind::NoneType:
+      case c10::TypeKind::NumberType:
+      case c10::TypeKind::DeviceObjType:
+        return false;
+      default:
+        return true;
+    }
+  }
+
+  static bool Writes(const c10::AliasInfo& a) {
+    if (a.isWrite()) return true;
+    for (const c10::AliasInfo& c : a.containedTypes()) {
+      if (Writes(c)) return true;
+    }
+    return false;
+  }
+
+  static bool Wildcard(const c10::AliasInfo& a) {
+    if (a.isWildcardBefore() || a.isWildcardAfter()) return true;
+    for (const c10::AliasInfo& c : a.containedTypes()) {
+      if (Wildcard(c)) return true;
+    }
+    return false;
+  }
+
+  absl::flat_hash_set<const Value*> region_;
+};
 
 // TryApply: matches `rule` with `anchor` as its anchor node; when it matches, the constraints
 // hold and `legal` agrees, performs the rewrite.
@@ -174,59 +346,70 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
   size_t reach = 1;
   for (size_t r = 0; r < rules.size(); ++r) reach = std::max(reach, rules.compiled(r).nodes.size());
   size_t round_start = 0;  // Value::unique() at the start of the previous round
+  size_t last_count = 0;
   for (int round = 0; round < options.max_rounds; ++round) {
+    // One walk collects the nodes, indexes them by kind and sees whether anything mutates; on a
+    // 100k-node graph every further pass over them costs a cache miss per node.
     std::vector<Node*> nodes;
-    Collect(graph->block(), &nodes);
+    nodes.reserve(last_count);
+    absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;
+    bool has_mutation = false;
     // After the first round, ordinary rules are tried only at anchors the previous round's
     // rewrites can have touched: nodes it created and their users, `reach` uses deep. (Anything
     // missed is retried in the first round of the next ApplyRules call, which tries all.)
     absl::flat_hash_set<const Node*> dirty;
-    if (round > 0) {
-      std::vector<std::pair<Node*, size_t>> work;
-      for (Node* n : nodes) {
+    std::vector<std::pair<Node*, size_t>> work;
+    Walk(graph->block(), [&](Node* n) {
+      nodes.push_back(n);
+      has_mutation |= MutatesSomething(n);
+      by_kind[n->kind()].push_back(n);
+      if (round > 0) {
         bool created = false;
         for (const torch::jit::Value* o : n->outputs()) created |= o->unique() >= round_start;
         if (created && dirty.insert(n).second) work.emplace_back(n, 0);
       }
-      while (!work.empty()) {
-        auto [n, depth] = work.back();
-        work.pop_back();
-        if (depth >= reach) continue;
-        for (const torch::jit::Value* o : n->outputs()) {
-          for (const torch::jit::Use& u : o->uses()) {
-            if (dirty.insert(u.user).second) work.emplace_back(u.user, depth + 1);
-          }
+    });
+    last_count = nodes.size();
+    while (!work.empty()) {
+      auto [n, depth] = work.back();
+      work.pop_back();
+      if (depth >= reach) continue;
+      for (const torch::jit::Value* o : n->outputs()) {
+        for (const torch::jit::Use& u : o->uses()) {
+          if (dirty.insert(u.user).second) work.emplace_back(u.user, depth + 1);
         }
       }
     }
     size_t mark = NextUnique(graph.get());
     round_start = mark;
-    bool has_mutation = false;
-    absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;
-    for (Node* n : nodes) {
-      has_mutation |= MutatesSomething(n);
-      by_kind[n->kind()].push_back(n);
-    }
+    // With mutation, a node may be rewritten only when nothing writes to its values. The
+    // written region answers that for most nodes; AliasDb (whose cost grows faster than the
+    // graph) is built only when a node touches the region, or when the graph holds something
+    // the region does not model. Built lazily, it answers as one built here would: until a
+    // rewrite involves a region value, rewrites neither add writes nor connect values to the
+    // region, and the nodes created this round are refused before it is asked.
     std::unique_ptr<torch::jit::AliasDb> alias_db;
     absl::flat_hash_set<const Node*> known;
+    WrittenRegion region;
+    bool modeled = false;
+    bool frozen = false;
     if (has_mutation) {
-      alias_db = std::make_unique<torch::jit::AliasDb>(
-          graph, /*isFrozen=*/ModuleReadsAreDistinct(*graph, options.self));
+      frozen = ModuleReadsAreDistinct(*graph, options.self);
+      modeled = region.Build(graph.get(), nodes);
+      if (!modeled) alias_db = std::make_unique<torch::jit::AliasDb>(graph, /*isFrozen=*/frozen);
       known.insert(nodes.begin(), nodes.end());
     }
+    auto in_region = [&](const torch::jit::Value* v) { return region.Contains(v); };
+    auto has_writers = [&](const torch::jit::Value* v) { return alias_db->hasWriters(v); };
     auto legal = [&](const std::vector<Node*>& matched, Node* anchor) {
       for (Node* n : matched) {
         if (n->owningBlock() != anchor->owningBlock()) return false;
         if (!IsPure(n)) return false;
-        if (alias_db) {
+        if (has_mutation) {
           if (!known.contains(n)) return false;  // created this round: wait for the next one
-          if (alias_db->hasWriters(n)) return false;
-          for (torch::jit::Value* v : n->inputs()) {
-            if (WrittenThroughDropout(*alias_db, v)) return false;
-          }
-          for (torch::jit::Value* v : n->outputs()) {
-            if (WrittenThroughDropout(*alias_db, v)) return false;
-          }
+          if (modeled && !MayBeWritten(in_region, n)) continue;
+          if (!alias_db) alias_db = std::make_unique<torch::jit::AliasDb>(graph, /*isFrozen=*/frozen);
+          if (MayBeWritten(has_writers, n)) return false;
         }
       }
       return true;

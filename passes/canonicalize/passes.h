@@ -15,11 +15,18 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/core/ivalue.h>
 
 #include "passes/graph_fwd.h"
 #include "passes/shape_facts.h"
+
+namespace torch {
+namespace jit {
+struct Node;
+}  // namespace jit
+}  // namespace torch
 
 namespace sentier {
 
@@ -69,8 +76,12 @@ bool UnrollKnownLoops(const std::shared_ptr<torch::jit::Graph>& graph, PassCount
 //   * constant list indexing of a split result (aten::__getitem__(parts, k), scripted code) ->
 //     one prim::ListUnpack (traced spelling), and aten::len(parts) -> a constant, when the number
 //     of pieces is known and the list is never mutated.
+// `nodes`, when given, holds the graph's nodes of the kinds NormalizeSplitFamilyLooksAt accepts,
+// in program order (a caller that walks the graph anyway saves it a walk).
 bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFacts* facts,
-                          PassCounters* counters);
+                          PassCounters* counters,
+                          const std::vector<torch::jit::Node*>* nodes = nullptr);
+bool NormalizeSplitFamilyLooksAt(c10::Symbol kind);
 
 // EliminateCommonReads: a pure node whose outputs cannot be written (immutable values, reads of
 // module attributes) is merged into an earlier equal one that dominates it.

@@ -22,6 +22,10 @@ struct Inventory {
   absl::flat_hash_set<c10::Symbol> kinds;
   bool foldable = false;    // a non-constant node whose inputs are all constants
   bool scalar_ops = false;  // a node computing an immutable value (an int, a size, a GetAttr)
+  // Something fold_list_reads may fold: a ListConstruct of constants, a len or constant index of
+  // a constant list, a read of a ListConstruct.
+  bool list_folds = false;
+  std::vector<Node*> split_family;  // the nodes NormalizeSplitFamily looks at, in program order
   bool Has(const char* kind) const { return kinds.contains(c10::Symbol::fromQualString(kind)); }
   bool Has(c10::Symbol kind) const { return kinds.contains(kind); }
 };
@@ -33,9 +37,32 @@ bool ScalarType(const c10::TypePtr& t) {
          k == c10::TypeKind::NoneType || k == c10::TypeKind::NumberType;
 }
 
+const c10::Symbol kGetItem = c10::Symbol::fromQualString("aten::__getitem__");
+const c10::Symbol kLen = c10::Symbol::fromQualString("aten::len");
+
 void Take(Block* b, Inventory* inv) {
   for (Node* n : b->nodes()) {
-    inv->kinds.insert(n->kind());
+    c10::Symbol k = n->kind();
+    inv->kinds.insert(k);
+    if (NormalizeSplitFamilyLooksAt(k)) inv->split_family.push_back(n);
+    if (!inv->list_folds) {
+      if (k == c10::prim::ListConstruct) {
+        bool constants = true;
+        for (const torch::jit::Value* in : n->inputs()) {
+          if (in->node()->kind() != c10::prim::Constant) {
+            constants = false;
+            break;
+          }
+        }
+        inv->list_folds = constants;
+      } else if ((k == kGetItem || k == kLen || k == c10::aten::slice || k == c10::aten::add ||
+                  k == c10::prim::ListUnpack) &&
+                 !n->inputs().empty()) {
+        c10::Symbol src = n->input(0)->node()->kind();
+        inv->list_folds = src == c10::prim::ListConstruct ||
+                          ((k == kGetItem || k == kLen) && src == c10::prim::Constant);
+      }
+    }
     if (n->kind() != c10::prim::Constant) {
       if (n->kind() == c10::prim::GetAttr ||
           (n->outputs().size() == 1 && ScalarType(n->output()->type()))) {
@@ -43,7 +70,12 @@ void Take(Block* b, Inventory* inv) {
       }
       if (!inv->foldable && !n->inputs().empty() && n->blocks().empty()) {
         bool all = true;
-        for (const torch::jit::Value* in : n->inputs()) all &= in->node()->kind() == c10::prim::Constant;
+        for (const torch::jit::Value* in : n->inputs()) {
+          if (in->node()->kind() != c10::prim::Constant) {
+            all = false;  // the other inputs' nodes need not be touched
+            break;
+          }
+        }
         inv->foldable = all;
       }
       if (n->kind() == c10::prim::If) inv->foldable |= n->input(0)->node()->kind() == c10::prim::Constant;
@@ -56,7 +88,10 @@ struct Pass {
   std::string name;
   bool after_rules;  // also run between rounds of rules (CanonicalizeOptions::full false)
   std::function<bool(const Inventory&, const CanonicalizeOptions&)> needed;
-  std::function<bool(const std::shared_ptr<Graph>&, const CanonicalizeOptions&, PassCounters*)> run;
+  // `fresh`: the inventory when the graph is still as it saw it, else nullptr.
+  std::function<bool(const std::shared_ptr<Graph>&, const CanonicalizeOptions&, const Inventory* fresh,
+                     PassCounters*)>
+      run;
 };
 
 const std::vector<Pass>& Passes() {
@@ -66,38 +101,40 @@ const std::vector<Pass>& Passes() {
   static const std::vector<Pass> passes = {
       {"inline_calls", false,
        [](I i, O) { return i.Has(c10::prim::CallMethod) || i.Has(c10::prim::CallFunction); },
-       [](G g, O, PassCounters* c) { return InlineCalls(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return InlineCalls(g, c); }},
       {"fold_module_attributes", false, [](I i, O o) { return i.Has(c10::prim::GetAttr) && o.self.isObject(); },
-       [](G g, O o, PassCounters* c) { return FoldModuleAttributes(g, o.self, c); }},
+       [](G g, O o, const Inventory*, PassCounters* c) { return FoldModuleAttributes(g, o.self, c); }},
       {"constant_propagation", false, [](I i, O) { return i.foldable; },
-       [](G g, O, PassCounters* c) { return PropagateConstants(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return PropagateConstants(g, c); }},
       {"remove_list_mutation", false,
        [](I i, O) {
          return i.Has("aten::append") || i.Has("aten::insert") || i.Has("aten::_set_item") ||
                 i.Has("aten::extend") || i.Has("aten::pop") || i.Has("aten::clear");
        },
-       [](G g, O, PassCounters* c) { return RemoveListMutations(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return RemoveListMutations(g, c); }},
       {"fold_list_reads", true,
        [](I i, O) {
          return i.Has(c10::prim::ListConstruct) || i.Has("aten::__getitem__") || i.Has("aten::len");
        },
-       [](G g, O, PassCounters* c) { return FoldListReads(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return FoldListReads(g, c); }},
       {"fold_scalar_tensors", false, [](I i, O) { return i.Has("aten::Int") || i.Has("aten::IntImplicit"); },
-       [](G g, O, PassCounters* c) { return FoldScalarTensors(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return FoldScalarTensors(g, c); }},
       {"unroll_loops", false, [](I i, O) { return i.Has(c10::prim::Loop); },
-       [](G g, O, PassCounters* c) { return UnrollKnownLoops(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return UnrollKnownLoops(g, c); }},
       {"lower_tuples", false,
        [](I i, O) {
          return i.Has(c10::prim::TupleConstruct) || i.Has(c10::prim::TupleUnpack) ||
                 i.Has(c10::prim::TupleIndex);
        },
-       [](G g, O, PassCounters* c) { return LowerTuples(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return LowerTuples(g, c); }},
       {"normalize_split_family", true, [](I, O) { return true; },
-       [](G g, O o, PassCounters* c) { return NormalizeSplitFamily(g, o.facts, c); }},
+       [](G g, O o, const Inventory* fresh, PassCounters* c) {
+         return NormalizeSplitFamily(g, o.facts, c, fresh != nullptr ? &fresh->split_family : nullptr);
+       }},
       {"cse", true, [](I i, O) { return i.scalar_ops; },
-       [](G g, O, PassCounters* c) { return EliminateCommonReads(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return EliminateCommonReads(g, c); }},
       {"dead_code", true, [](I, O) { return true; },
-       [](G g, O, PassCounters* c) { return EliminateDeadNodes(g, c); }},
+       [](G g, O, const Inventory*, PassCounters* c) { return EliminateDeadNodes(g, c); }},
   };
   return passes;
 }
@@ -120,13 +157,20 @@ bool Canonicalize(const std::shared_ptr<Graph>& graph, const CanonicalizeOptions
     bool any = false;
     Inventory inventory;
     Take(graph->block(), &inventory);
+    // Whether the graph is still as the inventory saw it: no pass has run since, except
+    // fold_list_reads finding nothing (it changes nothing then).
+    bool fresh = true;
     for (const Pass& pass : Passes()) {
       if (!options.full && !pass.after_rules) continue;
       if (!pass.needed(inventory, options)) continue;
       // Dead code appears only where something was rewritten (or in the graph as given).
       if (pass.name == "dead_code" && iteration > 0 && !any) continue;
+      const bool list_reads = pass.name == "fold_list_reads";
+      // It would find nothing to fold.
+      if (list_reads && fresh && !inventory.list_folds) continue;
       auto start = std::chrono::steady_clock::now();
-      bool changed_now = pass.run(graph, options, counters);
+      bool changed_now = pass.run(graph, options, fresh ? &inventory : nullptr, counters);
+      if (changed_now || !list_reads) fresh = false;
       if (options.pass_ms != nullptr) {
         (*options.pass_ms)[pass.name] +=
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -86,6 +86,7 @@ int64_t SpreadConstants(const std::shared_ptr<torch::jit::Graph>& graph) {
   int64_t copies = 0;
   for (Node* c : constants) {
     std::vector<Node*> users;
+    users.reserve(c->output()->uses().size());
     for (const torch::jit::Use& u : c->output()->uses()) users.push_back(u.user);
     std::sort(users.begin(), users.end(), [](Node* a, Node* b) { return a->isBefore(b); });
     users.erase(std::unique(users.begin(), users.end()), users.end());

@@ -251,7 +251,10 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
                     ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report) {
   const std::string& name = rule.ast.name;
   std::vector<std::string> bucket_order;
-  absl::flat_hash_map<std::string, std::vector<Node*>> buckets;
+  // The members in candidate order; a bucket lists its members' indices.
+  std::vector<GroupMember> members;
+  members.reserve(candidates.size());
+  absl::flat_hash_map<std::string, std::vector<size_t>> buckets;
   for (Node* n : candidates) {
     bool live = false;
     for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
@@ -262,14 +265,18 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
                                     << " -> " << (ok ? m.key : std::string("no match")));
     if (!ok) continue;
     std::string key = absl::StrCat(reinterpret_cast<uintptr_t>(n->owningBlock()), "#", m.key);
-    auto [it, inserted] = buckets.emplace(key, std::vector<Node*>());
+    auto [it, inserted] = buckets.emplace(key, std::vector<size_t>());
     if (inserted) bucket_order.push_back(key);
-    it->second.push_back(n);
+    it->second.push_back(members.size());
+    members.push_back(std::move(m));
   }
   bool changed = false;
+  // Whether a group was tried since the candidates were matched: trying one may have hoisted
+  // nodes or rewired members' inputs, and then members are matched again.
+  bool touched = false;
   for (const std::string& key : bucket_order) {
-    const std::vector<Node*>& anchors = buckets[key];
-    if (static_cast<int64_t>(anchors.size()) < rule.ast.min_group) continue;
+    const std::vector<size_t>& matched = buckets[key];
+    if (static_cast<int64_t>(matched.size()) < rule.ast.min_group) continue;
     std::vector<GroupMember> group;
     Node* last_def = nullptr;
     Node* first_use = nullptr;
@@ -278,6 +285,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
         std::vector<GroupMember*> ptrs;
         for (auto& m : group) ptrs.push_back(&m);
         std::string error;
+        touched = true;
         ApplyResult res = ApplyGroup(rule, ptrs, facts, legal, &error);
         if (res == ApplyResult::kApplied) changed = true;
         report(res, group.size(), error);
@@ -286,11 +294,17 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
       last_def = nullptr;
       first_use = nullptr;
     };
-    for (Node* anchor : anchors) {
+    for (size_t index : matched) {
+      GroupMember& first = members[index];
       GroupMember m;
-      // Matched again: an earlier group of this round may have rewired this member's inputs.
-      if (!MatchGroupMember(rule, anchor, facts, &m)) continue;
-      if (absl::StrCat(reinterpret_cast<uintptr_t>(anchor->owningBlock()), "#", m.key) != key) continue;
+      if (!touched) {
+        m = std::move(first);  // the graph is as it was when the candidates were matched
+      } else {
+        // Matched again: an earlier group of this round may have rewired this member's inputs.
+        Node* anchor = first.anchor;
+        if (!MatchGroupMember(rule, anchor, facts, &m)) continue;
+        if (absl::StrCat(reinterpret_cast<uintptr_t>(anchor->owningBlock()), "#", m.key) != key) continue;
+      }
       Node* new_def = IsBefore(last_def, m.last_input_def) ? m.last_input_def : last_def;
       Node* new_use = first_use;
       if (m.first_output_use != nullptr &&
