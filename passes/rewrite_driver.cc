@@ -13,6 +13,8 @@
 // touches them or for a graph that region does not model.
 #include "passes/rewrite_driver.h"
 
+#include "passes/canonicalize/passes.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -212,22 +214,10 @@ class WrittenRegion {
     return Model::kSchema;
   }
 
-  // Values of these types hold no memory AliasDb tracks; anything else is followed (and a value
-  // in the region that is not a tensor gives up).
-  static bool MayAlias(const Value* v) {
-    switch (v->type()->kind()) {
-      case c10::TypeKind::IntType:
-      case c10::TypeKind::FloatType:
-      case c10::TypeKind::BoolType:
-      case c10::TypeKind::StringType:
-      case c10::TypeKind::NoneType:
-      case c10::TypeKind::NumberType:
-      case c10::TypeKind::DeviceObjType:
-        return false;
-      default:
-        return true;
-    }
-  }
+  // Values of immutable types (int, float, bool, str, None, Number, Device and tuples of them)
+  // hold no memory AliasDb tracks; anything else is followed (and a value in the region that is
+  // not a tensor gives up).
+  static bool MayAlias(const Value* v) { return !IsImmutableType(v->type()); }
 
   static bool Writes(const c10::AliasInfo& a) {
     if (a.isWrite()) return true;
