@@ -13,8 +13,6 @@
 // touches them or for a graph that region does not model.
 #include "passes/rewrite_driver.h"
 
-#include "passes/canonicalize/passes.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -28,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "passes/canonicalize/passes.h"
 #include "passes/internal/compiled_rule.h"
 #include "passes/internal/expr_eval.h"
 #include "passes/internal/group_search.h"
