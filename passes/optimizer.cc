@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "passes/canonicalize/pipeline.h"
+#include "passes/member_gradient_layout.h"
 #include "passes/remove_dead_nodes.h"
 #include "passes/sample_inputs.h"
 #include "passes/shape_facts.h"
@@ -128,6 +129,11 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
       if (!layout.ok()) return layout.status();
       report.param_layout = std::move(*layout);
     }
+    // Stacks of parameters left in the graph (the original layout) hand their members
+    // contiguous gradients (no per-member copy in AccumulateGrad).
+    int64_t member_views = 0;
+    ContiguousMemberGradients(graph, &member_views);
+    if (member_views > 0) report.canonicalize["member_gradient_layout.stacks"] = member_views;
     for (const auto& [pass, ms] : pass_ms) report.stage_ms["canonicalize." + pass] = ms;
     graph->lint();  // a rewrite that broke the graph must never reach a published artifact
   } catch (const std::exception& e) {

@@ -12,10 +12,13 @@
 
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/testing/file_check.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "passes/member_gradient_layout.h"
 #include "passes/optimizer.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
@@ -193,6 +196,125 @@ TEST_P(StackedParametersTest, ElementWiseOptimizersTrainTheSameParameters) {
   TrainAndCompare(s, GetParam(), [](std::vector<at::Tensor> p) {
     return std::make_unique<torch::optim::AdamW>(p, torch::optim::AdamWOptions(0.01).weight_decay(0.01));
   }, "AdamW");
+}
+
+// The original layout: a stack of parameters read transposed gets a flat view after it, so each
+// member's gradient is a contiguous slice of one buffer (AccumulateGrad keeps it, no copy).
+torch::jit::Module TwoMemberLinear() {
+  torch::jit::Module m("TwoMemberLinear");
+  m.register_parameter("w0", torch::randn({4, 3}).set_requires_grad(true), false);
+  m.register_parameter("w1", torch::randn({4, 3}).set_requires_grad(true), false);
+  m.register_parameter("b", torch::randn({2, 1, 4}).set_requires_grad(true), false);
+  m.define(R"(
+    def forward(self, x):
+        S = torch.stack([self.w0, self.w1], 0)
+        return torch.baddbmm(self.b, x, S.transpose(1, 2))
+  )");
+  return m;
+}
+
+TEST(MemberGradientLayoutTest, FlatViewAfterStackOfParametersReadTransposed) {
+  torch::jit::Module m = TwoMemberLinear();
+  std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph();
+  int64_t stacks = 0;
+  ASSERT_TRUE(ContiguousMemberGradients(g, &stacks));
+  EXPECT_EQ(stacks, 1);
+  torch::jit::testing::FileCheck()
+      .check("aten::stack(")
+      ->check("aten::flatten(")
+      ->check("aten::size(")
+      ->check("aten::view(")
+      ->check("aten::transpose(")
+      ->check("aten::baddbmm(")
+      ->run(*g);
+  for (const torch::jit::Node* n : g->nodes()) {
+    if (n->kind() != c10::aten::transpose) continue;
+    const torch::jit::Node* view = n->input(0)->node();  // the transpose reads the flat view ...
+    ASSERT_EQ(view->kind(), c10::aten::view);
+    const torch::jit::Node* flat = view->input(0)->node();  // ... of the stack
+    ASSERT_EQ(flat->kind(), c10::aten::flatten);
+    EXPECT_EQ(flat->input(0)->node()->kind(), c10::aten::stack);
+    EXPECT_EQ(view->input(1)->node()->input(0), flat->input(0));  // sized as the stack
+  }
+  // Nothing else to do the second time; a stack of non-attributes or one read as it is is left.
+  EXPECT_FALSE(ContiguousMemberGradients(g));
+  auto other = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(R"IR(
+graph(%a : Tensor, %b : Tensor, %x : Tensor):
+  %z : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %l : Tensor[] = prim::ListConstruct(%a, %b)
+  %S : Tensor = aten::stack(%l, %z)
+  %T : Tensor = aten::transpose(%S, %one, %two)
+  %y : Tensor = aten::bmm(%x, %T)
+  return (%y))IR", other.get());
+  EXPECT_FALSE(ContiguousMemberGradients(other));
+}
+
+TEST(MemberGradientLayoutTest, SameValuesAndGradientsOneBufferForTheMembers) {
+  torch::manual_seed(0);
+  torch::jit::Module reference = TwoMemberLinear();
+  torch::manual_seed(0);
+  torch::jit::Module rewired = TwoMemberLinear();  // the same values, its own graph
+  ASSERT_TRUE(ContiguousMemberGradients(rewired.get_method("forward").graph()));
+  torch::Tensor x = torch::randn({2, 5, 3});
+  auto run = [&](torch::jit::Module& m) {
+    for (auto p : m.parameters()) p.mutable_grad() = torch::Tensor();
+    torch::Tensor y = m.forward({x}).toTensor();
+    y.pow(2).sum().backward();
+    return y;
+  };
+  for (int step = 0; step < 3; ++step) {  // the executor optimizes after its first runs
+    torch::Tensor want = run(reference), got = run(rewired);
+    EXPECT_TRUE(torch::equal(want, got));
+    for (const char* name : {"w0", "w1", "b"}) {
+      EXPECT_TRUE(torch::allclose(reference.attr(name).toTensor().grad(),
+                                  rewired.attr(name).toTensor().grad(), 1e-6, 1e-6)) << name;
+    }
+    const torch::Tensor g0 = rewired.attr("w0").toTensor().grad();
+    const torch::Tensor g1 = rewired.attr("w1").toTensor().grad();
+    EXPECT_TRUE(g0.is_contiguous());
+    // One buffer: the members' gradients are slices of it (no copy per member) ...
+    EXPECT_EQ(g0.storage().data_ptr().get(), g1.storage().data_ptr().get()) << "step " << step;
+    // ... where without the view each member's transposed slice was copied on its own.
+    EXPECT_NE(reference.attr("w0").toTensor().grad().storage().data_ptr().get(),
+              reference.attr("w1").toTensor().grad().storage().data_ptr().get());
+  }
+}
+
+TEST(MemberGradientLayoutTest, CorpusTowersOriginalLayout) {
+  for (const std::string kind : {"scripted", "traced"}) {
+    auto model = LoadModel(Corpus("towers/" + kind + ".pt"));
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto inputs = LoadSampleInputsFor(Corpus("towers/inputs.pt"), model->module);
+    ASSERT_TRUE(inputs.ok()) << inputs.status();
+    auto rules = LoadRules({DefaultRulesDir()});
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    std::vector<c10::IValue> samples = {model->module._ivalue()};
+    samples.insert(samples.end(), inputs->begin(), inputs->end());
+    OptimizeOptions opts;
+    opts.self = model->module._ivalue();
+    opts.sample_inputs = &samples;
+    auto report = OptimizeGraph(model->graph, **rules, opts);
+    ASSERT_TRUE(report.ok()) << report.status();
+    // The two batched linears' weight stacks (the biases' stacks are not read transposed).
+    EXPECT_EQ(report->canonicalize["member_gradient_layout.stacks"], 2) << kind;
+    const std::string path = Tmp("towers." + kind + ".original_layout.pt");
+    ASSERT_TRUE(SaveModel(*model, path).ok());
+    torch::jit::Module artifact = torch::jit::load(path);
+    torch::jit::Module original = torch::jit::load(Corpus("towers/" + kind + ".pt"));
+    CheckOptions check;
+    check.trials = 2;
+    auto r = EquivalenceChecker(check).Check(original, artifact, *inputs);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->equivalent) << r->first_failure;
+    artifact.forward(*inputs).toTensor().sum().backward();
+    at::Tensor g0 = artifact.attr("l1").toModule().attr("0").toModule().attr("weight").toTensor().grad();
+    at::Tensor g1 = artifact.attr("l1").toModule().attr("1").toModule().attr("weight").toTensor().grad();
+    ASSERT_TRUE(g0.defined() && g1.defined());
+    EXPECT_EQ(g0.storage().data_ptr().get(), g1.storage().data_ptr().get()) << kind;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Towers, StackedParametersTest, ::testing::Values("scripted", "traced"));
