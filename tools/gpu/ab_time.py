@@ -9,11 +9,21 @@ training steps (forward, loss = sum of the mean of every float output, backward,
 reset to None). Prints the per-round ratios and their median.
 
     python3 tools/gpu/ab_time.py --a ORIGINAL.pt --b OPTIMIZED.pt --inputs inputs.pt
-        [--rounds 10] [--steps 20] [--label NAME] [--infer]
+        [--rounds 10] [--steps 20] [--label NAME] [--infer] [--optimizer none|sgd|adam]
+        [--b_compile_optimus CORPUS_MODEL]
+
+--optimizer: the training step also runs torch.optim.SGD (momentum 0.9) or Adam's step() and
+zero_grad() (their defaults: the multi-tensor implementation on CUDA), as a training loop does;
+none (the default): gradients reset to None.
+--b_compile_optimus NAME: B is not an archive but the corpus model NAME as written in Python
+(testdata/models/make_corpus.py) with A's parameters, under torch.compile with Optimus' fusions
+(bench/compare_torch_compile.py's set); its compile happens in the warm-up.
 """
 
 import argparse
 import json
+import os
+import sys
 import statistics
 import time
 
@@ -30,9 +40,35 @@ def load_inputs(path):
     return to_device(obj if isinstance(obj, tuple) else (obj,), "cuda")
 
 
-def make_step(path, inputs, infer):
-    m = torch.jit.load(path, map_location="cuda")
-    params = [p for p in m.parameters() if p.is_floating_point()]
+def compiled_optimus(name, archive):
+    """The corpus model `name` in Python with `archive`'s state, under torch.compile + Optimus."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    sys.path.insert(0, os.path.join(root, "testdata", "models"))
+    sys.path.insert(0, os.path.join(root, "bench"))
+    import make_corpus  # noqa: E402
+    from compare_torch_compile import enable_optimus  # noqa: E402
+    import torch._dynamo
+    module, _, _ = make_corpus.REGISTRY[name](1)
+    ts = torch.jit.load(archive, map_location="cpu")
+    module.load_state_dict({k: v.detach().clone() for k, v in ts.state_dict().items()}, strict=True)
+    module = module.cuda()
+    enable_optimus()
+    torch._dynamo.reset()
+    return torch.compile(module), module.parameters()
+
+
+def make_step(path, inputs, infer, optimizer="none", compile_name=""):
+    if compile_name:
+        m, params = compiled_optimus(compile_name, path)
+    else:
+        m = torch.jit.load(path, map_location="cuda")
+        params = m.parameters()
+    params = [p for p in params if p.is_floating_point()]
+    opt = None
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9)
+    elif optimizer == "adam":
+        opt = torch.optim.Adam(params, lr=1e-5)
 
     def step():
         if infer:
@@ -44,6 +80,10 @@ def make_step(path, inputs, infer):
         for o in outs[1:]:
             loss = loss + o.mean()
         loss.backward()
+        if opt is not None:
+            opt.step()
+            opt.zero_grad()
+            return
         for p in params:
             p.grad = None
 
@@ -70,11 +110,14 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--label", default="")
     ap.add_argument("--infer", action="store_true")
+    ap.add_argument("--optimizer", default="none", choices=["none", "sgd", "adam"])
+    ap.add_argument("--b_compile_optimus", default="", help="corpus model name (B = torch.compile)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     inputs = load_inputs(a.inputs)
-    sa, sb = make_step(a.a, inputs, a.infer), make_step(a.b, inputs, a.infer)
+    sa = make_step(a.a, inputs, a.infer, a.optimizer)
+    sb = make_step(a.b, inputs, a.infer, a.optimizer, a.b_compile_optimus)
     for _ in range(6):
         sa()
         sb()
@@ -85,6 +128,7 @@ def main():
             (ra if s is sa else rb).append(round_ms(s, a.steps))
     ratios = [x / y for x, y in zip(ra, rb)]
     res = {"label": a.label, "step": "inference" if a.infer else "training",
+           "optimizer": a.optimizer, "b": "compile_optimus" if a.b_compile_optimus else a.b,
            "a_ms": statistics.median(ra), "b_ms": statistics.median(rb),
            "speedup_median": statistics.median(ratios), "speedup_min": min(ratios),
            "speedup_max": max(ratios), "rounds": a.rounds, "steps": a.steps}
