@@ -6,6 +6,7 @@
 namespace torch {
 namespace jit {
 struct Graph;
+struct Node;
 struct Value;
 }  // namespace jit
 }  // namespace torch

@@ -26,15 +26,18 @@ bool Removable(Node* n) {
   return true;
 }
 
-int64_t Sweep(Block* b) {
+// `kept`: nullptr, or called on every node left in place.
+int64_t Sweep(Block* b, const std::function<void(Node*)>* kept) {
   int64_t removed = 0;
   for (auto it = b->nodes().rbegin(); it != b->nodes().rend();) {
     Node* n = *it;
     ++it;  // advance first: destroying n must not invalidate the iterator
-    for (Block* sub : n->blocks()) removed += Sweep(sub);
+    for (Block* sub : n->blocks()) removed += Sweep(sub, kept);
     if (Removable(n)) {
       n->destroy();
       ++removed;
+    } else if (kept != nullptr) {
+      (*kept)(n);
     }
   }
   return removed;
@@ -43,7 +46,14 @@ int64_t Sweep(Block* b) {
 }  // namespace
 
 bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed) {
-  int64_t n = Sweep(graph->block());
+  int64_t n = Sweep(graph->block(), nullptr);
+  if (removed != nullptr) *removed += n;
+  return n > 0;
+}
+
+bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed,
+                     const std::function<void(torch::jit::Node*)>& kept) {
+  int64_t n = Sweep(graph->block(), &kept);
   if (removed != nullptr) *removed += n;
   return n > 0;
 }

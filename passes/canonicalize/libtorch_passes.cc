@@ -116,18 +116,20 @@ bool LowerTuples(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
 
 bool EliminateDeadNodes(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
   int64_t removed = 0;
-  RemoveDeadNodes(graph, &removed);
   // What RemoveDeadNodes leaves for LibTorch's pass: unused nodes with blocks (a prim::If whose
   // results nobody reads) and list writes nobody reads after. Only then is its alias analysis
-  // worth building.
-  bool more = Any(graph->block(), [](Node* n) {
+  // worth building. The sweep shows every node it keeps once its users are settled, so the
+  // question is answered there rather than in another walk.
+  bool more = false;
+  RemoveDeadNodes(graph, &removed, [&more](Node* n) {
+    if (more) return;
     if (n->kind() == c10::prim::If || n->kind() == c10::prim::Loop) {
-      for (const torch::jit::Value* o : n->outputs()) {
-        if (o->hasUses()) return false;
-      }
-      return true;
+      bool used = false;
+      for (const torch::jit::Value* o : n->outputs()) used |= o->hasUses();
+      more = !used;
+      return;
     }
-    return MutatesList(n);
+    more = MutatesList(n);
   });
   if (more) {
     int64_t before = Count(graph->block());

@@ -5,6 +5,7 @@
 // attribute reads) are hoisted to the batched op's insertion point.
 #include "passes/internal/group_search.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -245,10 +246,75 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
   return Rewrite(rule, ctx, error);
 }
 
+// Whether no group of min_group live candidates of a one-node pattern can fit, so that the search
+// would try no group and change nothing: then nobody needs to be matched or keyed. A member spans
+// the gap between its latest input definition and its first output use, and the cut in
+// ApplyGroupRule keeps a group only while the latest definition of all its members comes before
+// their earliest use: the members' spans share a point. Whatever the keys, a tried group therefore
+// needs min_group spans with a common point in one block. With one pattern node a member's span is
+// the anchor's own (its inputs' definitions, hoistable ones left out, and its outputs' uses),
+// computed here as the match computes it. On a chain of candidates (each one reading what the
+// previous one feeds) at most two spans overlap, and matching every candidate in every round was
+// most of what the search cost.
+bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& rule) {
+  const int64_t min_group = rule.ast.min_group;
+  if (min_group < 2 || rule.nodes.size() != 1 || !rule.foreach.empty()) return false;
+  if ((DebugCategories() & kGroups) != 0u) return false;  // the log lists every candidate
+  // nullptr: the block's start (a definition) or no use (a use).
+  struct Span {
+    Node* last_def;
+    Node* first_use;
+  };
+  absl::flat_hash_map<torch::jit::Block*, std::vector<Span>> spans;
+  for (Node* n : candidates) {
+    bool live = false;
+    for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
+    if (!live) continue;  // never a member
+    torch::jit::Block* block = n->owningBlock();
+    Span span{nullptr, nullptr};
+    for (Value* in : n->inputs()) {
+      if (Hoistable(in->node())) continue;
+      Node* def = DefinitionIn(in, block);
+      if (def != nullptr && IsBefore(span.last_def, def)) span.last_def = def;
+    }
+    for (Value* o : n->outputs()) {
+      for (const torch::jit::Use& u : o->uses()) {
+        Node* user = OwnerIn(u.user, block);
+        if (user == nullptr || user->kind() == c10::prim::Return) continue;
+        if (span.first_use == nullptr || user->isBefore(span.first_use)) span.first_use = user;
+      }
+    }
+    spans[block].push_back(span);
+  }
+  // Per block, spans by their start; a span shares a point with the earlier-starting spans that
+  // are still open where it starts (their use comes after its definition).
+  auto ends_before = [](Node* a, Node* b) {  // a's use comes before b's (nullptr: never)
+    return a != nullptr && (b == nullptr || a->isBefore(b));
+  };
+  auto later_end = [&](const Span& a, const Span& b) { return ends_before(b.first_use, a.first_use); };
+  for (auto& [block, list] : spans) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const Span& a, const Span& b) { return IsBefore(a.last_def, b.last_def); });
+    std::vector<Span> open;  // a min-heap by first use
+    for (const Span& s : list) {
+      while (!open.empty() && open.front().first_use != nullptr &&
+             !IsBefore(s.last_def, open.front().first_use)) {
+        std::pop_heap(open.begin(), open.end(), later_end);
+        open.pop_back();
+      }
+      open.push_back(s);
+      std::push_heap(open.begin(), open.end(), later_end);
+      if (static_cast<int64_t>(open.size()) >= min_group) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
                     ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report) {
+  if (NoGroupCanForm(candidates, rule)) return false;
   const std::string& name = rule.ast.name;
   std::vector<std::string> bucket_order;
   // The members in candidate order; a bucket lists its members' indices.

@@ -1,7 +1,8 @@
 // group_search_test.cc — the group search: relus on the pieces of one unbind (provably equal
 // shapes) are found and batched as one group; relus on unequal sections of a split are not
 // (the member that cannot be proved equal-shaped is left out, and the rest is too small a
-// group), and the graph is unchanged. FollowsBatch and ProvablySameShape on their own.
+// group), and the graph is unchanged; relus in a chain try a group only as large as their
+// overlapping spans allow. FollowsBatch and ProvablySameShape on their own.
 #include "passes/internal/group_search.h"
 
 #include <gtest/gtest.h>
@@ -103,6 +104,44 @@ TEST(GroupSearchTest, RelusOnUnequalSplitSectionsAreNotAGroup) {
   // One bucket of three was tried; the section of 3 rows is left out and two are too few.
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].result, ApplyResult::kNoMatch);
+  EXPECT_EQ(g->toString(), before);
+}
+
+// Relus in a chain, each reading the previous one: a member's span (from its input's definition
+// to its output's first use) overlaps only its neighbours', so a group of three never fits, while
+// a group of two does (and is then refused: the second member reads the first one's output).
+constexpr char kChain[] = R"IR(
+graph(%x : Float(6, 4, strides=[4, 1], requires_grad=0, device=cpu)):
+  %ra : Tensor = aten::relu(%x)
+  %rb : Tensor = aten::relu(%ra)
+  %rc : Tensor = aten::relu(%rb)
+  %out : Tensor = aten::neg(%rc)
+  return (%out)
+)IR";
+
+TEST(GroupSearchTest, ChainedRelusTryNoGroupOfThree) {
+  auto g = ParseGraph(kChain);
+  const std::string before = g->toString();
+  bool changed = true;
+  std::vector<Reported> reports = RunGroups(kBatchRelu, g, &changed);
+  EXPECT_FALSE(changed);
+  EXPECT_TRUE(reports.empty());
+  EXPECT_EQ(g->toString(), before);
+}
+
+TEST(GroupSearchTest, ChainedRelusTryAGroupOfTwo) {
+  std::string rule = kBatchRelu;
+  rule.replace(rule.find("min_group 3"), 11, "min_group 2");
+  auto g = ParseGraph(kChain);
+  const std::string before = g->toString();
+  bool changed = true;
+  std::vector<Reported> reports = RunGroups(rule, g, &changed);
+  EXPECT_FALSE(changed);
+  // {ra, rb} fits (rb's input is defined before ra's first use, rb itself); rc starts a group of
+  // its own. The rewrite of {ra, rb} cannot place the stacked relu before rb.
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].members, 2u);
+  EXPECT_NE(reports[0].result, ApplyResult::kApplied);
   EXPECT_EQ(g->toString(), before);
 }
 
