@@ -21,6 +21,15 @@ struct CompiledPatternNode {
   const PatternNode* ast = nullptr;
   absl::flat_hash_set<c10::Symbol> kinds;  // node kinds this line accepts
   std::vector<internal::Datum> literals;   // per argument (kLiteral args only)
+  // Main-pattern lines only: the arguments another main line defines, in argument order
+  // (`seq`: the variadic argument, defined by a line's variadic output). The matcher's
+  // structural pre-check follows them without looking names up.
+  struct DefinedInput {
+    size_t arg = 0;
+    int def = 0;
+    bool seq = false;
+  };
+  std::vector<DefinedInput> defined_inputs;
 };
 
 // Definitions of names inside one scope (the main pattern, or one foreach block).

@@ -203,10 +203,48 @@ class Matcher {
   Bindings& b_;
 };
 
+// Whether the graph around `n` has the shape main-pattern line `id` needs: its node kinds and
+// input and output counts, and those of the lines that define its inputs, followed backwards as
+// the matcher follows them. It binds nothing: names bound twice, constants, literals and
+// `@ $k` outputs are left to the matcher. A successful match checks the same kinds and counts
+// for every (line, node) pair it reaches (a pair seen again passed them the first time), so
+// false here means MatchRule would fail; most failing attempts fail here, before any binding is
+// allocated.
+bool ShapeFits(const CompiledRule& rule, int id, const Node* n) {
+  const CompiledPatternNode& cn = rule.nodes[id];
+  if (!cn.kinds.contains(n->kind())) return false;
+  const PatternNode& p = *cn.ast;
+  if (p.output_index.empty()) {
+    bool variadic = p.outputs.back().variadic;
+    size_t fixed = variadic ? p.outputs.size() - 1 : p.outputs.size();
+    if (variadic ? n->outputs().size() < fixed : n->outputs().size() != fixed) return false;
+  }
+  bool variadic_in = !p.args.empty() && p.args.back().variadic;
+  size_t fixed_in = variadic_in ? p.args.size() - 1 : p.args.size();
+  if (variadic_in ? n->inputs().size() < fixed_in : n->inputs().size() != fixed_in) return false;
+  for (const CompiledPatternNode::DefinedInput& d : cn.defined_inputs) {
+    if (!d.seq) {
+      if (!ShapeFits(rule, d.def, n->inputs()[d.arg]->node())) return false;
+      continue;
+    }
+    // A sequence is all outputs of its producer past the fixed ones, in order.
+    size_t count = n->inputs().size() - d.arg;
+    if (count == 0) return false;
+    const Node* producer = n->inputs()[d.arg]->node();
+    size_t fixed = rule.nodes[d.def].ast->outputs.size() - 1;
+    if (producer->outputs().size() != fixed + count) return false;
+    for (size_t k = 0; k < count; ++k) {
+      if (n->inputs()[d.arg + k] != producer->outputs()[fixed + k]) return false;
+    }
+    if (!ShapeFits(rule, d.def, producer)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool MatchRule(const CompiledRule& rule, Node* anchor, Bindings* bindings) {
-  if (!rule.nodes[rule.anchor].kinds.contains(anchor->kind())) return false;
+  if (!ShapeFits(rule, rule.anchor, anchor)) return false;
   Matcher matcher(rule, bindings);
   return matcher.MatchAll(anchor);
 }

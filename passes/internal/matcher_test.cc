@@ -98,6 +98,55 @@ graph(%x : Tensor):
   EXPECT_FALSE(MatchRule(**rule, g.node("w"), &other));  // cat on dim 0, split on dim 1
 }
 
+// Shapes that fail on node kinds and counts alone (what MatchRule checks before it binds
+// anything): a sequence that is not all of its producer's outputs in order, a producer of
+// another kind, an input count the line does not take.
+TEST(MatcherTest, ShapeMismatchesDoNotMatch) {
+  auto rule = CompileOne(R"(rule split_cat
+  family test
+  description cat of all pieces of one split
+  match
+    %parts = aten::split(%x, $n, $d)
+    %p... = prim::ListUnpack(%parts)
+    %l = prim::ListConstruct(%p...)
+    %y = aten::cat(%l, $d)
+  rewrite
+    replace %y with %x
+end
+)");
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto g = ParseGraph(R"IR(
+graph(%x : Tensor, %z : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %parts : Tensor[] = aten::split(%x, %two, %one)
+  %a : Tensor, %b : Tensor = prim::ListUnpack(%parts)
+  %l : Tensor[] = prim::ListConstruct(%a, %b)
+  %y : Tensor = aten::cat(%l, %one)
+  %l1 : Tensor[] = prim::ListConstruct(%a)
+  %y1 : Tensor = aten::cat(%l1, %one)
+  %lr : Tensor[] = prim::ListConstruct(%b, %a)
+  %yr : Tensor = aten::cat(%lr, %one)
+  %lz : Tensor[] = prim::ListConstruct(%x, %z)
+  %yz : Tensor = aten::cat(%lz, %one)
+  %pieces : Tensor[] = aten::chunk(%x, %two, %one)
+  %c : Tensor, %d : Tensor = prim::ListUnpack(%pieces)
+  %lc : Tensor[] = prim::ListConstruct(%c, %d)
+  %yc : Tensor = aten::cat(%lc, %one)
+  %le : Tensor[] = prim::ListConstruct()
+  %ye : Tensor = aten::cat(%le, %one)
+  return (%y, %y1, %yr, %yz, %yc, %ye)
+)IR");
+  Bindings all, part, reversed, unsplit, chunk, empty;
+  EXPECT_TRUE(MatchRule(**rule, g.node("y"), &all));
+  EXPECT_FALSE(MatchRule(**rule, g.node("y1"), &part));        // one of the two pieces
+  EXPECT_FALSE(MatchRule(**rule, g.node("yr"), &reversed));    // the pieces out of order
+  EXPECT_FALSE(MatchRule(**rule, g.node("yz"), &unsplit));     // no ListUnpack behind the list
+  EXPECT_FALSE(MatchRule(**rule, g.node("yc"), &chunk));       // aten::chunk, not aten::split
+  EXPECT_FALSE(MatchRule(**rule, g.node("ye"), &empty));       // an empty sequence
+  EXPECT_TRUE(part.matched_order.empty());  // refused before anything was bound
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace sentier

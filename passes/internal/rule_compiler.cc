@@ -228,6 +228,21 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
   absl::Status st = BuildScope(r.match, 0, &cr->main);
   if (!st.ok()) return st;
   cr->anchor = static_cast<int>(r.match.size()) - 1;
+  for (int id : cr->main.node_ids) {
+    const std::vector<PatternArg>& args = cr->nodes[id].ast->args;
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (args[k].kind != PatternArg::Kind::kValue) continue;
+      if (args[k].variadic) {
+        auto it = cr->main.seq_def.find(args[k].name);
+        if (it != cr->main.seq_def.end()) cr->nodes[id].defined_inputs.push_back({k, it->second, true});
+      } else {
+        auto it = cr->main.value_def.find(args[k].name);
+        if (it != cr->main.value_def.end()) {
+          cr->nodes[id].defined_inputs.push_back({k, it->second.first, false});
+        }
+      }
+    }
+  }
   {
     absl::flat_hash_set<int> seen;
     Reach(cr->nodes, cr->main, cr->anchor, &seen);
