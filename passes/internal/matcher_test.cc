@@ -64,10 +64,10 @@ TEST(MatcherTest, NearMissesDoNotMatch) {
   EXPECT_FALSE(MatchRule(**rule, g.node("s"), &anchor));   // add is not an anchor kind
 }
 
-TEST(MatcherTest, ConstantCaptureMustAgreeWhereverItIsUsed) {
-  auto rule = CompileOne(R"(rule same_dim
+// cat(split(x)'s pieces, all of them in order, on the split's dim) == x.
+constexpr char kSplitCatRule[] = R"(rule split_cat
   family test
-  description cat of two pieces of one split on the same dim
+  description cat of all pieces of one split, on the split's dim
   match
     %parts = aten::split(%x, $n, $d)
     %p... = prim::ListUnpack(%parts)
@@ -76,7 +76,10 @@ TEST(MatcherTest, ConstantCaptureMustAgreeWhereverItIsUsed) {
   rewrite
     replace %y with %x
 end
-)");
+)";
+
+TEST(MatcherTest, ConstantCaptureMustAgreeWhereverItIsUsed) {
+  auto rule = CompileOne(kSplitCatRule);
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto g = ParseGraph(R"IR(
 graph(%x : Tensor):
@@ -102,18 +105,7 @@ graph(%x : Tensor):
 // anything): a sequence that is not all of its producer's outputs in order, a producer of
 // another kind, an input count the line does not take.
 TEST(MatcherTest, ShapeMismatchesDoNotMatch) {
-  auto rule = CompileOne(R"(rule split_cat
-  family test
-  description cat of all pieces of one split
-  match
-    %parts = aten::split(%x, $n, $d)
-    %p... = prim::ListUnpack(%parts)
-    %l = prim::ListConstruct(%p...)
-    %y = aten::cat(%l, $d)
-  rewrite
-    replace %y with %x
-end
-)");
+  auto rule = CompileOne(kSplitCatRule);
   ASSERT_TRUE(rule.ok()) << rule.status();
   auto g = ParseGraph(R"IR(
 graph(%x : Tensor, %z : Tensor):
