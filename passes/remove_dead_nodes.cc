@@ -26,8 +26,8 @@ bool Removable(Node* n) {
   return true;
 }
 
-// `kept`: nullptr, or called on every node left in place.
-int64_t Sweep(Block* b, const std::function<void(Node*)>* kept) {
+// `kept`: empty, or called on every node left in place.
+int64_t Sweep(Block* b, const std::function<void(Node*)>& kept) {
   int64_t removed = 0;
   for (auto it = b->nodes().rbegin(); it != b->nodes().rend();) {
     Node* n = *it;
@@ -36,8 +36,8 @@ int64_t Sweep(Block* b, const std::function<void(Node*)>* kept) {
     if (Removable(n)) {
       n->destroy();
       ++removed;
-    } else if (kept != nullptr) {
-      (*kept)(n);
+    } else if (kept) {
+      kept(n);
     }
   }
   return removed;
@@ -45,15 +45,9 @@ int64_t Sweep(Block* b, const std::function<void(Node*)>* kept) {
 
 }  // namespace
 
-bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed) {
-  int64_t n = Sweep(graph->block(), nullptr);
-  if (removed != nullptr) *removed += n;
-  return n > 0;
-}
-
 bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed,
-                     const std::function<void(torch::jit::Node*)>& kept) {
-  int64_t n = Sweep(graph->block(), &kept);
+                     const std::function<void(Node*)>& kept) {
+  int64_t n = Sweep(graph->block(), kept);
   if (removed != nullptr) *removed += n;
   return n > 0;
 }

@@ -16,15 +16,13 @@
 
 namespace sentier {
 
-// `removed` (optional) gets the number of nodes deleted added to it.
-bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed = nullptr);
-
-// The same, also calling `kept` on every node it leaves in the graph (nested blocks included), so
-// that a caller that looks at what remains need not walk the graph again (each walk of a 100k-node
-// graph costs tens of milliseconds in cache misses). Order: each block backwards, a node after the
-// nodes of its blocks; when `kept` sees a node, the node's users have been seen or removed.
-bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed,
-                     const std::function<void(torch::jit::Node*)>& kept);
+// `removed` (optional) gets the number of nodes deleted added to it. `kept` (optional) is called
+// on every node left in the graph (nested blocks included), so that a caller that looks at what
+// remains need not walk the graph again (each walk of a 100k-node graph costs tens of
+// milliseconds in cache misses). Order: each block backwards, a node after the nodes of its
+// blocks; when `kept` sees a node, the node's users have been seen or removed.
+bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed = nullptr,
+                     const std::function<void(torch::jit::Node*)>& kept = {});
 
 }  // namespace sentier
 

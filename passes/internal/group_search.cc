@@ -61,6 +61,28 @@ bool IsBefore(Node* a, Node* b) {
   return a->isBefore(b);
 }
 
+// WidenSpan: widens a member's span in `block` by its node `n`: `*last_def` becomes the latest
+// definition (in `block`) of what `n` reads, `*first_use` the earliest user (in `block`) of what it
+// writes. Hoistable reads, the return, and nodes of the member itself (`inside`, when given) do not
+// count. nullptr stands for the block's start (a definition) and for no use (a use).
+void WidenSpan(Node* n, torch::jit::Block* block,
+               const absl::flat_hash_map<const Node*, int>* inside, Node** last_def,
+               Node** first_use) {
+  for (Value* in : n->inputs()) {
+    if ((inside != nullptr && inside->contains(in->node())) || Hoistable(in->node())) continue;
+    Node* def = DefinitionIn(in, block);
+    if (def != nullptr && IsBefore(*last_def, def)) *last_def = def;
+  }
+  for (Value* o : n->outputs()) {
+    for (const torch::jit::Use& u : o->uses()) {
+      if (inside != nullptr && inside->contains(u.user)) continue;
+      Node* user = OwnerIn(u.user, block);
+      if (user == nullptr || user->kind() == c10::prim::Return) continue;
+      if (*first_use == nullptr || user->isBefore(*first_use)) *first_use = user;
+    }
+  }
+}
+
 }  // namespace
 
 // FollowsBatch: a tensor value whose size may change with the batch (a dynamic dim in the facts,
@@ -165,21 +187,7 @@ bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
   torch::jit::Block* block = anchor->owningBlock();
   for (Node* n : m.bindings.matched_order) {
     if (n->owningBlock() != block) return false;
-    for (Value* in : n->inputs()) {
-      if (m.bindings.matched.contains(in->node()) || Hoistable(in->node())) continue;
-      Node* def = DefinitionIn(in, block);
-      if (def != nullptr && IsBefore(m.last_input_def, def)) m.last_input_def = def;
-    }
-    for (Value* o : n->outputs()) {
-      for (const torch::jit::Use& u : o->uses()) {
-        if (m.bindings.matched.contains(u.user)) continue;
-        Node* user = OwnerIn(u.user, block);
-        if (user == nullptr || user->kind() == c10::prim::Return) continue;
-        if (m.first_output_use == nullptr || user->isBefore(m.first_output_use)) {
-          m.first_output_use = user;
-        }
-      }
-    }
+    WidenSpan(n, block, &m.bindings.matched, &m.last_input_def, &m.first_output_use);
   }
   *out = std::move(m);
   return true;
@@ -252,10 +260,9 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
 // ApplyGroupRule keeps a group only while the latest definition of all its members comes before
 // their earliest use: the members' spans share a point. Whatever the keys, a tried group therefore
 // needs min_group spans with a common point in one block. With one pattern node a member's span is
-// the anchor's own (its inputs' definitions, hoistable ones left out, and its outputs' uses),
-// computed here as the match computes it. On a chain of candidates (each one reading what the
-// previous one feeds) at most two spans overlap, and matching every candidate in every round was
-// most of what the search cost.
+// the anchor's own, computed by the same WidenSpan as a matched member's. On a chain of
+// candidates (each one reading what the previous one feeds) at most two spans overlap, and
+// matching every candidate in every round was most of what the search cost.
 bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& rule) {
   const int64_t min_group = rule.ast.min_group;
   if (min_group < 2 || rule.nodes.size() != 1 || !rule.foreach.empty()) return false;
@@ -272,18 +279,7 @@ bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& ru
     if (!live) continue;  // never a member
     torch::jit::Block* block = n->owningBlock();
     Span span{nullptr, nullptr};
-    for (Value* in : n->inputs()) {
-      if (Hoistable(in->node())) continue;
-      Node* def = DefinitionIn(in, block);
-      if (def != nullptr && IsBefore(span.last_def, def)) span.last_def = def;
-    }
-    for (Value* o : n->outputs()) {
-      for (const torch::jit::Use& u : o->uses()) {
-        Node* user = OwnerIn(u.user, block);
-        if (user == nullptr || user->kind() == c10::prim::Return) continue;
-        if (span.first_use == nullptr || user->isBefore(span.first_use)) span.first_use = user;
-      }
-    }
+    WidenSpan(n, block, nullptr, &span.last_def, &span.first_use);  // the member's one node
     spans[block].push_back(span);
   }
   // Per block, spans by their start; a span shares a point with the earlier-starting spans that
