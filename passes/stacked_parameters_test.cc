@@ -43,10 +43,11 @@ struct Stacked {
   std::string path;
   ParamLayout layout;
   std::vector<c10::IValue> inputs;
+  PassCounters counters;  // the optimizer's per-pass counters
 };
 
-// Optimizes the corpus towers archive with stacked parameters and saves it.
-Stacked MakeStacked(const std::string& kind) {
+// Optimizes the corpus towers archive (stacked parameters, or the original layout) and saves it.
+Stacked MakeStacked(const std::string& kind, bool stacked = true) {
   Stacked s;
   auto model = LoadModel(Corpus("towers/" + kind + ".pt"));
   EXPECT_TRUE(model.ok()) << model.status();
@@ -60,12 +61,13 @@ Stacked MakeStacked(const std::string& kind) {
   OptimizeOptions opts;
   opts.self = model->module._ivalue();
   opts.sample_inputs = &samples;
-  opts.stacked_parameters = true;
+  opts.stacked_parameters = stacked;
   auto report = OptimizeGraph(model->graph, **rules, opts);
   EXPECT_TRUE(report.ok()) << report.status();
   if (!report.ok()) return s;
   s.layout = report->param_layout;
-  s.path = Tmp(kind + ".stacked.pt");
+  s.counters = report->canonicalize;
+  s.path = Tmp(kind + (stacked ? ".stacked.pt" : ".original_layout.pt"));
   EXPECT_TRUE(SaveModel(*model, s.path).ok());
   return s;
 }
@@ -285,31 +287,18 @@ TEST(MemberGradientLayoutTest, SameValuesAndGradientsOneBufferForTheMembers) {
 
 TEST(MemberGradientLayoutTest, CorpusTowersOriginalLayout) {
   for (const std::string kind : {"scripted", "traced"}) {
-    auto model = LoadModel(Corpus("towers/" + kind + ".pt"));
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto inputs = LoadSampleInputsFor(Corpus("towers/inputs.pt"), model->module);
-    ASSERT_TRUE(inputs.ok()) << inputs.status();
-    auto rules = LoadRules({DefaultRulesDir()});
-    ASSERT_TRUE(rules.ok()) << rules.status();
-    std::vector<c10::IValue> samples = {model->module._ivalue()};
-    samples.insert(samples.end(), inputs->begin(), inputs->end());
-    OptimizeOptions opts;
-    opts.self = model->module._ivalue();
-    opts.sample_inputs = &samples;
-    auto report = OptimizeGraph(model->graph, **rules, opts);
-    ASSERT_TRUE(report.ok()) << report.status();
+    Stacked s = MakeStacked(kind, /*stacked=*/false);
+    ASSERT_FALSE(s.path.empty());
     // The two batched linears' weight stacks (the biases' stacks are not read transposed).
-    EXPECT_EQ(report->canonicalize["member_gradient_layout.stacks"], 2) << kind;
-    const std::string path = Tmp("towers." + kind + ".original_layout.pt");
-    ASSERT_TRUE(SaveModel(*model, path).ok());
-    torch::jit::Module artifact = torch::jit::load(path);
+    EXPECT_EQ(s.counters["member_gradient_layout.stacks"], 2) << kind;
+    torch::jit::Module artifact = torch::jit::load(s.path);
     torch::jit::Module original = torch::jit::load(Corpus("towers/" + kind + ".pt"));
     CheckOptions check;
     check.trials = 2;
-    auto r = EquivalenceChecker(check).Check(original, artifact, *inputs);
+    auto r = EquivalenceChecker(check).Check(original, artifact, s.inputs);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->equivalent) << r->first_failure;
-    artifact.forward(*inputs).toTensor().sum().backward();
+    artifact.forward(s.inputs).toTensor().sum().backward();
     at::Tensor g0 = artifact.attr("l1").toModule().attr("0").toModule().attr("weight").toTensor().grad();
     at::Tensor g1 = artifact.attr("l1").toModule().attr("1").toModule().attr("weight").toTensor().grad();
     ASSERT_TRUE(g0.defined() && g1.defined());
