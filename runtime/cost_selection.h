@@ -58,6 +58,9 @@ struct CostSelection {
   int64_t original_peak_bytes = -1, optimized_peak_bytes = -1;
   int64_t original_forward_peak_bytes = -1, optimized_forward_peak_bytes = -1;
   bool within_memory = true;             // the selected set's peaks are within memory_margin
+  // Rules fire, but every set that fires any of them needs more peak memory than memory_margin
+  // allows: the memory bound alone keeps the original.
+  bool nothing_fires_within_memory = false;
   bool confirmed = true;                 // false: faster at first, not when timed again
   double confirm_ms = -1.0, confirm_original_ms = -1.0;  // that second timing
   std::vector<std::string> dropped;      // rules dropped (slower with them, or over in memory)

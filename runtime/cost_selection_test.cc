@@ -79,6 +79,8 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
   EXPECT_LE(sel->optimized_peak_bytes, sel->original_peak_bytes * 101 / 100);
   // Nothing else fires on this model, so nothing is left to publish.
   EXPECT_FALSE(sel->faster);
+  EXPECT_TRUE(sel->nothing_fires_within_memory);
+  EXPECT_TRUE(LogHas(*sel, "no rule fires within the peak-memory bound"));
   EXPECT_EQ(sel->rules->size(), 0u);  // the original: no rule to apply
 }
 
@@ -89,6 +91,7 @@ TEST_F(CostSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemo
   ASSERT_TRUE(sel.ok()) << sel.status();
   EXPECT_FALSE(LogHas(*sel, "memory:"));
   EXPECT_TRUE(sel->within_memory);
+  EXPECT_FALSE(sel->nothing_fires_within_memory);
 }
 
 TEST_F(CostSelectionTest, CheckerReportsEqualPeaksForOneModelAndMoreForTraining) {

@@ -50,6 +50,7 @@ void AddSelection(const CostSelection& selection, Device device, ValidationMode 
                        {"mode", std::string(ValidationModeName(mode))},
                        {"faster", selection.faster},
                        {"within_memory", selection.within_memory},
+                       {"nothing_fires_within_memory", selection.nothing_fires_within_memory},
                        {"confirmed", selection.confirmed},
                        {"dropped_rules", selection.dropped},
                        {"original_ms", selection.original_ms},

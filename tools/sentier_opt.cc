@@ -244,6 +244,8 @@ int Run() {
                ? absl::StrFormat("the selection's gain was not confirmed when timed again (%.3f ms "
                                  "vs %.3f ms original; first ",
                                  selection.confirm_ms, selection.confirm_original_ms)
+           : selection.nothing_fires_within_memory
+               ? std::string("every set of rewrites raised peak memory beyond the bound (")
            : selection.within_memory
                ? std::string("no rewrite made it faster (")
                : std::string("no faster set of rewrites kept peak memory within bounds (")) +

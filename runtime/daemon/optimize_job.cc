@@ -182,7 +182,12 @@ int RunOptimizeJob(const JobSpec& spec) {
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
       AddSelection(*sel, device, spec.mode, &j);
       use = sel->rules;  // empty when no set pays
-      if (!sel->faster && !sel->none_fired) {
+      if (sel->nothing_fires_within_memory) {
+        unchanged_reason = absl::StrFormat(
+            "Every set of rules that changes the model raised peak memory on %s beyond the %g%% "
+            "allowed (%s), so the artifact is a copy of the original model.",
+            device_name, margins.memory * 100.0, sel->log.front());
+      } else if (!sel->faster && !sel->none_fired) {
         unchanged_reason = absl::StrFormat(
             "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
             "%.1f MiB; %s), so the artifact is a copy of the original model.",
