@@ -5,7 +5,8 @@
 // gradient that reaches P is the one the stack's backward split among the p_i, and an
 // element-wise optimizer updating P updates each slice exactly as it would update p_i. The
 // members' modules go only when nothing else reads them: no other node of the graph, no method
-// of their parent's class, no other instance of that class (module classes can be shared).
+// of any class in the module (other than the forward being rewritten) reading them; where their
+// parent's class is shared, every instance of it loses the same attributes.
 #include "passes/stacked_parameters.h"
 
 #include <algorithm>
@@ -58,21 +59,6 @@ void MapPlaces(const ObjectPtr& obj, const Obj* parent, const std::string& attr,
                 type_uses);
     }
   }
-}
-
-// Names some method of `type` (other than `except`) reads with prim::GetAttr.
-absl::flat_hash_set<std::string> NamesReadByMethods(const c10::ClassTypePtr& type, const std::string& except = "") {
-  absl::flat_hash_set<std::string> names;
-  std::function<void(Block*)> walk = [&](Block* b) {
-    for (Node* n : b->nodes()) {
-      if (n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::SetAttr) names.insert(n->s(c10::attr::name));
-      for (Block* sub : n->blocks()) walk(sub);
-    }
-  };
-  for (torch::jit::Function* fn : type->methods()) {
-    if (fn->isGraphFunction() && fn->name() != except) walk(torch::jit::toGraphFunction(*fn).graph()->block());
-  }
-  return names;
 }
 
 // Tensor attributes that are parameters or buffers of `obj`.
@@ -220,23 +206,70 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
     Candidate c;
     if (AsCandidate(n, objects, &c)) candidates.push_back(std::move(c));
   }
-  // A member module can go when all its state is in accepted candidates and nothing else reads
-  // it; a candidate is accepted when all its member modules can go. Iterated to a fixpoint.
-  absl::flat_hash_map<const Obj*, int64_t> reads;  // graph nodes reading each module object
+  // Which module objects can go. A member module goes with the smallest unit that can leave its
+  // parent: itself, or, where a method of its parent's class reads it (a Sequential's forward
+  // reads its entries), that parent, and so on up (below the root). A unit can go when every
+  // parameter and buffer in its subtree is in an accepted candidate and the graph reads its
+  // subtree only for those parameters and for its own submodules; its parent's class must be
+  // the parent's own, or every instance of that class must lose the same attributes (a class
+  // shared by two ModuleLists loses them once, for both). A candidate is accepted when all its
+  // members' units can go. Iterated to a fixpoint.
+  absl::flat_hash_map<const Obj*, int64_t> param_reads;  // GetAttr nodes reading a non-module attribute
+  absl::flat_hash_set<const Obj*> other_reads;           // objects some other node takes as input
   absl::flat_hash_map<std::string, int64_t> root_reads;  // GetAttr nodes per root attribute
   for (Node* n : graph->nodes()) {
     for (Value* in : n->inputs()) {
       auto it = objects.find(in);
-      if (it != objects.end()) ++reads[it->second.get()];
-      if (it != objects.end() && it->second.get() == root.get() && n->kind() == c10::prim::GetAttr) {
-        ++root_reads[n->s(c10::attr::name)];
+      if (it == objects.end()) continue;
+      const Obj* o = it->second.get();
+      if (n->kind() != c10::prim::GetAttr) {
+        other_reads.insert(o);
+      } else if (objects.count(n->output()) == 0) {
+        ++param_reads[o];
+      }
+      if (o == root.get() && n->kind() == c10::prim::GetAttr) ++root_reads[n->s(c10::attr::name)];
+    }
+  }
+  absl::flat_hash_map<const Obj*, std::vector<const Obj*>> children;
+  absl::flat_hash_map<const c10::ClassType*, std::vector<const Obj*>> instances;
+  for (const auto& [o, place] : places) {
+    if (place.parent != nullptr) children[place.parent].push_back(o);
+    instances[o->type().get()].push_back(o);
+  }
+  // Attributes some method reads, by the class of the object it reads them from: a method reads
+  // its own attributes and, through GetAttr chains, those of the objects below (a loop over a
+  // ModuleList in a method of the list's parent reads the list's entries). Every method of every
+  // class in the hierarchy counts, except the root's forward: that is the graph being rewritten.
+  absl::flat_hash_map<const c10::ClassType*, absl::flat_hash_set<std::string>> method_reads;
+  {
+    absl::flat_hash_set<const c10::ClassType*> walked;
+    std::function<void(Block*)> walk = [&](Block* b) {
+      for (Node* n : b->nodes()) {
+        if (n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::SetAttr) {
+          if (auto cls = n->input(0)->type()->cast<c10::ClassType>()) {
+            method_reads[cls.get()].insert(n->s(c10::attr::name));
+          }
+        }
+        for (Block* sub : n->blocks()) walk(sub);
+      }
+    };
+    for (const auto& [o, place] : places) {
+      if (!walked.insert(o->type().get()).second) continue;
+      for (torch::jit::Function* fn : o->type()->methods()) {
+        if (!fn->isGraphFunction() || (o == root.get() && fn->name() == "forward")) continue;
+        walk(torch::jit::toGraphFunction(*fn).graph()->block());
       }
     }
   }
+  const absl::flat_hash_set<std::string> none;
+  auto read_by_methods = [&](const Obj* o) -> const absl::flat_hash_set<std::string>& {
+    auto it = method_reads.find(o->type().get());
+    return it == method_reads.end() ? none : it->second;
+  };
   // The root's own parameters (models whose forward reads self.w0, self.w1, ...) go one by one:
   // the root's class is its own, and the graph being rewritten is its forward.
-  const absl::flat_hash_set<std::string> root_method_reads = NamesReadByMethods(root->type(), "forward");
   std::vector<bool> accepted(candidates.size(), true);
+  absl::flat_hash_map<const Obj*, const Obj*> unit_of;  // member module -> the unit it leaves with
   bool changed = true;
   while (changed) {
     changed = false;
@@ -245,36 +278,87 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
       if (!accepted[i]) continue;
       for (const Member& m : candidates[i].members) consumed[m.module].insert(m.attr);
     }
+    // Every parameter and buffer below `o` consumed, and the graph reads nothing else there.
+    std::function<bool(const Obj*)> subtree_goes = [&](const Obj* o) {
+      if (other_reads.contains(o)) return false;
+      const std::set<std::string>& used = consumed[o];
+      std::vector<std::string> state = StateNames(*o);
+      if (!std::all_of(state.begin(), state.end(), [&](const std::string& s) { return used.count(s) != 0; }) ||
+          param_reads[o] != static_cast<int64_t>(used.size())) {
+        return false;
+      }
+      const auto& kids = children[o];
+      return std::all_of(kids.begin(), kids.end(), subtree_goes);
+    };
+    unit_of.clear();
+    absl::flat_hash_map<const Obj*, std::set<std::string>> leaving;  // parent -> attributes that go
+    std::vector<std::vector<const Obj*>> units(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!accepted[i]) continue;
       bool ok = true;
       for (const Member& m : candidates[i].members) {
-        const Obj* mod = m.module;
-        auto place = places.find(mod);
+        auto place = places.find(m.module);
         if (place == places.end()) {
           ok = false;
           break;
         }
         if (place->second.parent == nullptr) {  // a parameter of the root itself
-          ok = root_reads[m.attr] == 1 && !root_method_reads.contains(m.attr);
+          ok = root_reads[m.attr] == 1 && !read_by_methods(root.get()).contains(m.attr);
           if (!ok) break;
           continue;
         }
-        std::vector<std::string> state = StateNames(*mod);
-        const std::set<std::string>& used = consumed[mod];
-        ok = std::all_of(state.begin(), state.end(), [&](const std::string& s) { return used.count(s) != 0; }) &&
-             reads[mod] == static_cast<int64_t>(used.size());  // read only for those parameters
-        const Obj* parent = place->second.parent;
-        ok = ok && type_uses[parent->type().get()] == 1 &&
-             !NamesReadByMethods(parent->type()).contains(place->second.attr);
+        const Obj* unit = m.module;
+        while (unit != nullptr && places[unit].parent != nullptr &&
+               read_by_methods(places[unit].parent).contains(places[unit].attr)) {
+          unit = places[unit].parent;
+        }
+        ok = unit != nullptr && places[unit].parent != nullptr && subtree_goes(unit);
         if (!ok) break;
+        units[i].push_back(unit);
+      }
+      if (!ok) {
+        accepted[i] = false;
+        changed = true;
+        continue;
+      }
+      for (const Obj* u : units[i]) {
+        leaving[places[u].parent].insert(places[u].attr);
+      }
+    }
+    if (changed) continue;
+    // A parent whose class other objects share: all of them must lose the same attributes.
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!accepted[i]) continue;
+      bool ok = true;
+      for (const Obj* u : units[i]) {
+        const Obj* parent = places[u].parent;
+        for (const Obj* twin : instances[parent->type().get()]) {
+          ok &= twin == parent || leaving[twin] == leaving[parent];
+        }
       }
       if (!ok) {
         accepted[i] = false;
         changed = true;
       }
     }
+    if (changed) continue;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!accepted[i]) continue;
+      for (size_t k = 0, u = 0; k < candidates[i].members.size(); ++k) {
+        const Obj* mod = candidates[i].members[k].module;
+        if (places[mod].parent != nullptr) unit_of[mod] = units[i][u++];
+      }
+    }
   }
+  // Whether `o` is (inside) a unit that goes.
+  absl::flat_hash_set<const Obj*> unit_set;
+  for (const auto& [member, unit] : unit_of) unit_set.insert(unit);
+  auto goes = [&](const Obj* o) {
+    for (; o != nullptr; o = places[o].parent) {
+      if (unit_set.contains(o)) return true;
+    }
+    return false;
+  };
 
   absl::flat_hash_set<const Obj*> removed;
   std::vector<std::string> removed_root_params;
@@ -300,7 +384,7 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
           break;
         }
       }
-      if (holder != root.get() && type_uses[holder->type().get()] != 1) holder = root.get();
+      if (holder != root.get() && (type_uses[holder->type().get()] != 1 || goes(holder))) holder = root.get();
       std::string base = absl::StrCat(stack ? "stacked_" : "concatenated_", c.members[0].attr);
       std::string name = base;
       for (int k = 1; holder->type()->hasAttribute(name) || new_names[holder].contains(name); ++k) {
@@ -347,17 +431,16 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
       read->output()->setType(c10::TensorType::get());
       c.node->output()->replaceAllUsesWith(read->output());
       for (const Member& m : c.members) {
-        if (m.module == root.get()) {
-          removed_root_params.push_back(m.attr);
-        } else {
-          removed.insert(m.module);
-        }
+        if (m.module == root.get()) removed_root_params.push_back(m.attr);
       }
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("storing stacked parameters failed: ", TorchErrorMessage(e.what())));
   }
   if (layout.stacked.empty()) return layout;
+  for (const auto& [o, place] : places) {
+    if (goes(o)) removed.insert(o);
+  }
   RemoveDeadNodes(graph);
   // Nothing in the graph may read a removed module any more.
   ModuleObjectMap after = ModuleObjects(*graph, c10::IValue(root));
@@ -379,10 +462,17 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
     root->unsafeRemoveAttr(attr);
     root->type()->unsafeRemoveAttribute(attr);
   }
-  for (const Obj* m : removed) {
-    Obj* parent = const_cast<Obj*>(places[m].parent);
-    parent->unsafeRemoveAttr(places[m].attr);  // the slot first: it is found through the type
-    parent->type()->unsafeRemoveAttribute(places[m].attr);
+  // Each unit leaves its parent: the slot of every instance of the parent's class first (a slot
+  // is found through the class), then the class's attribute, once.
+  std::map<std::pair<const c10::ClassType*, std::string>, std::vector<Obj*>> leaving;
+  for (const Obj* u : unit_set) {
+    if (goes(places[u].parent)) continue;  // inside a unit that goes as a whole
+    Obj* parent = const_cast<Obj*>(places[u].parent);
+    leaving[{parent->type().get(), places[u].attr}].push_back(parent);
+  }
+  for (auto& [key, parents] : leaving) {
+    for (Obj* parent : parents) parent->unsafeRemoveAttr(key.second);
+    parents[0]->type()->unsafeRemoveAttribute(key.second);
   }
   // Checkpoints stay interchangeable: original names, as views of the stored parameters.
   absl::flat_hash_map<std::string, std::string> view;  // original name -> expression

@@ -6,7 +6,10 @@
 // aten::stack / aten::cat of module parameters, each read only there, whose member modules have
 // all their parameters and buffers in such stacks, becomes one parameter holding the stacked
 // values (registered on the members' nearest common ancestor module, e.g. `l1.stacked_weight`),
-// which the graph reads directly; the member modules are removed from the module. The artifact
+// which the graph reads directly; the member modules are removed from the module, each with the
+// smallest enclosing module that can go (itself, or a parent whose class's methods read it, such
+// as an nn.Sequential, when everything inside has moved); a container of a class shared with
+// other instances loses entries only when every instance loses the same ones. The artifact
 // keeps checkpoints interchangeable: the root module gets TorchScript methods
 // `original_state_dict() -> Dict[str, Tensor]` (every original name, stacked members as views of
 // the stacked storage, so they follow training) and `load_original_state_dict(sd)` (strict: every

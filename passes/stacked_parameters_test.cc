@@ -46,12 +46,13 @@ struct Stacked {
   PassCounters counters;  // the optimizer's per-pass counters
 };
 
-// Optimizes the corpus towers archive (stacked parameters, or the original layout) and saves it.
-Stacked MakeStacked(const std::string& kind, bool stacked = true) {
+// Optimizes a corpus archive (towers by default; stacked parameters, or the original layout) and
+// saves it.
+Stacked MakeStacked(const std::string& kind, bool stacked = true, const std::string& corpus_model = "towers") {
   Stacked s;
-  auto model = LoadModel(Corpus("towers/" + kind + ".pt"));
+  auto model = LoadModel(Corpus(corpus_model + "/" + kind + ".pt"));
   EXPECT_TRUE(model.ok()) << model.status();
-  auto inputs = LoadSampleInputsFor(Corpus("towers/inputs.pt"), model->module);
+  auto inputs = LoadSampleInputsFor(Corpus(corpus_model + "/inputs.pt"), model->module);
   EXPECT_TRUE(inputs.ok()) << inputs.status();
   s.inputs = *inputs;
   auto rules = LoadRules({DefaultRulesDir()});
@@ -67,7 +68,7 @@ Stacked MakeStacked(const std::string& kind, bool stacked = true) {
   if (!report.ok()) return s;
   s.layout = report->param_layout;
   s.counters = report->canonicalize;
-  s.path = Tmp(kind + (stacked ? ".stacked.pt" : ".original_layout.pt"));
+  s.path = Tmp(corpus_model + "." + kind + (stacked ? ".stacked.pt" : ".original_layout.pt"));
   EXPECT_TRUE(SaveModel(*model, s.path).ok());
   return s;
 }
@@ -156,8 +157,8 @@ TEST_P(StackedParametersTest, CheckpointsAreInterchangeableAndStrict) {
 // original parameter must end where the original's did.
 void TrainAndCompare(const Stacked& s, const std::string& kind,
                      const std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>& make,
-                     const std::string& what) {
-  torch::jit::Module original = torch::jit::load(Corpus("towers/" + kind + ".pt"));
+                     const std::string& what, const std::string& corpus_model = "towers") {
+  torch::jit::Module original = torch::jit::load(Corpus(corpus_model + "/" + kind + ".pt"));
   torch::jit::Module artifact = torch::jit::load(s.path);
   auto params = [](torch::jit::Module& m) {
     std::vector<at::Tensor> out;
@@ -198,6 +199,138 @@ TEST_P(StackedParametersTest, ElementWiseOptimizersTrainTheSameParameters) {
   TrainAndCompare(s, GetParam(), [](std::vector<at::Tensor> p) {
     return std::make_unique<torch::optim::AdamW>(p, torch::optim::AdamWOptions(0.01).weight_decay(0.01));
   }, "AdamW");
+}
+
+// Members inside the containers users write, on the corpus: mmoe's experts are
+// nn.Sequential(Linear, ReLU) (the Sequential's forward reads its entries, so each expert leaves
+// its ModuleList whole); highway's gates and hidden layers sit in two ModuleLists of one shared
+// TorchScript class (both lose the same entries); PLE's CGC layers read their experts from
+// helper methods (run_experts), so each layer goes whole.
+struct ContainerCase {
+  std::string model;
+  size_t stored;                  // stored parameters
+  std::string member;             // one original name that moves into them
+  std::vector<std::string> gone;  // submodules of the root that go whole
+  std::vector<std::string> emptied;  // submodules of the root left without children
+};
+
+class ContainerMembersTest : public ::testing::TestWithParam<std::tuple<ContainerCase, std::string>> {};
+
+TEST_P(ContainerMembersTest, MembersLeaveTheirContainersAndTheArtifactTrainsLikeTheOriginal) {
+  const auto& [c, kind] = GetParam();
+  Stacked s = MakeStacked(kind, /*stacked=*/true, c.model);
+  ASSERT_FALSE(s.path.empty());
+  ASSERT_EQ(s.layout.stacked.size(), c.stored);
+  bool found = false;
+  for (const StackedParameter& p : s.layout.stacked) {
+    found |= std::find(p.members.begin(), p.members.end(), c.member) != p.members.end();
+  }
+  EXPECT_TRUE(found) << c.member << " is in no stored parameter";
+  torch::jit::Module original = torch::jit::load(Corpus(c.model + "/" + kind + ".pt"));
+  torch::jit::Module artifact = torch::jit::load(s.path);  // its methods compile again on load
+  for (const std::string& g : c.gone) {
+    EXPECT_TRUE(original.hasattr(g)) << g;
+    EXPECT_FALSE(artifact.hasattr(g)) << g << " is still there";
+  }
+  for (const std::string& e : c.emptied) {
+    ASSERT_TRUE(artifact.hasattr(e)) << e;
+    EXPECT_EQ(artifact.attr(e).toModule().children().size(), 0u) << e << " still has children";
+  }
+  for (const auto& p : artifact.named_parameters()) EXPECT_NE(p.name, c.member);
+  CheckOptions check;
+  check.trials = 2;
+  auto r = EquivalenceChecker(check).Check(original, artifact, s.inputs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->equivalent) << r->first_failure;
+  auto got = artifact.run_method("original_state_dict").toGenericDict();
+  int64_t count = 0;
+  for (const auto& p : original.named_parameters()) {
+    ++count;
+    ASSERT_TRUE(got.contains(p.name)) << p.name;
+    EXPECT_TRUE(at::equal(got.at(p.name).toTensor(), p.value)) << p.name;
+  }
+  EXPECT_EQ(static_cast<int64_t>(got.size()), count + static_cast<int64_t>(original.named_buffers().size()));
+  TrainAndCompare(s, kind, [](std::vector<at::Tensor> p) {
+    return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3));
+  }, "SGD, momentum 0.9, weight decay 1e-3", c.model);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Corpus, ContainerMembersTest,
+    ::testing::Combine(
+        ::testing::Values(ContainerCase{"mmoe", 2, "experts.3.0.weight", {}, {"experts"}},
+                          ContainerCase{"highway", 40, "lins.7.bias", {}, {"gates", "lins"}},
+                          ContainerCase{"ple", 8, "level1.task1_experts.1.0.weight", {"level1", "level2"}, {}}),
+        ::testing::Values("scripted", "traced")),
+    [](const ::testing::TestParamInfo<std::tuple<ContainerCase, std::string>>& info) {
+      return std::get<0>(info.param).model + "_" + std::get<1>(info.param);
+    });
+
+TEST(ContainerMembersTest, HighwayContainersShareOneClass) {
+  torch::jit::Module original = torch::jit::load(Corpus("highway/scripted.pt"));
+  EXPECT_EQ(original.attr("gates").toModule().type(), original.attr("lins").toModule().type());
+}
+
+// Two objects of one class, `p` and `q`, each holding modules `a` and `b` with a parameter `w`.
+// With `both`, the forward concatenates p's and q's `a.w` and `b.w` (each instance loses a and
+// b); otherwise it concatenates only p's, and q's are read by a mul: p would lose attributes of
+// the shared class that q still has, so nothing moves.
+torch::jit::Module SharedClassModel(bool both) {
+  auto cu = std::make_shared<torch::jit::CompilationUnit>();
+  auto leaf = [&](const char* cls) {
+    torch::jit::Module m(cls, cu, /*shouldMangle=*/true);
+    m.register_parameter("w", torch::randn({3}).set_requires_grad(true), false);
+    return m;
+  };
+  torch::jit::Module p("__torch__.Pair", cu, /*shouldMangle=*/true);
+  p.register_module("a", leaf("__torch__.Leaf"));
+  p.register_module("b", leaf("__torch__.Leaf"));
+  auto q_obj = c10::ivalue::Object::create(c10::StrongTypePtr(cu, p.type()), p.type()->numAttributes());
+  for (size_t i = 0; i < p.type()->numAttributes(); ++i) q_obj->setSlot(i, p._ivalue()->getSlot(i));
+  torch::jit::Module q(q_obj);
+  q._ivalue()->setAttr("a", leaf("__torch__.Leaf")._ivalue());
+  q._ivalue()->setAttr("b", leaf("__torch__.Leaf")._ivalue());
+  torch::jit::Module root("__torch__.Root", cu, /*shouldMangle=*/true);
+  root.register_module("p", p);
+  root.register_module("q", q);
+  root.define(both ? R"(
+    def forward(self, x):
+        return torch.cat([self.p.a.w, self.p.b.w, self.q.a.w, self.q.b.w], 0) * x
+  )" : R"(
+    def forward(self, x):
+        return torch.cat([torch.cat([self.p.a.w, self.p.b.w], 0), self.q.a.w * self.q.b.w], 0) * x
+  )");
+  return root;
+}
+
+TEST(ContainerMembersTest, SharedClassLosesAttributesOnlyWhenEveryInstanceDoes) {
+  for (bool both : {true, false}) {
+    SCOPED_TRACE(both ? "every instance stacked" : "one instance stacked");
+    torch::jit::Module m = SharedClassModel(both);
+    ASSERT_EQ(m.attr("p").toModule().type(), m.attr("q").toModule().type());
+    at::Tensor x = torch::randn({both ? 12 : 9});
+    at::Tensor before = m.forward({x}).toTensor();
+    at::Tensor q_b_w = m.attr("q").toModule().attr("b").toModule().attr("w").toTensor().clone();
+    std::shared_ptr<torch::jit::Graph> graph = m.get_method("forward").graph();
+    auto layout = StoreStackedParameters(m, graph);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    EXPECT_EQ(layout->stacked.size(), both ? 1u : 0u);
+    EXPECT_EQ(m.attr("p").toModule().hasattr("a"), !both);
+    EXPECT_EQ(m.attr("q").toModule().hasattr("b"), !both);
+    // The artifact saves and loads (where the shared class lost a and b, it lost them once, for
+    // both instances) and computes what the model computed. (The module that ran before keeps
+    // its executor's plan of the old graph, so the saved artifact is what runs.)
+    const std::string path = Tmp(both ? "shared_class_both.pt" : "shared_class_one.pt");
+    m.save(path);
+    torch::jit::Module loaded = torch::jit::load(path);
+    EXPECT_TRUE(at::equal(loaded.forward({x}).toTensor(), before));
+    if (both) {
+      auto sd = loaded.run_method("original_state_dict").toGenericDict();
+      EXPECT_EQ(sd.size(), 4u);
+      EXPECT_TRUE(sd.contains("q.b.w"));
+      EXPECT_TRUE(at::equal(sd.at("q.b.w").toTensor(), q_b_w));
+    }
+  }
 }
 
 // The original layout: a stack of parameters read transposed gets a flat view after it, so each
