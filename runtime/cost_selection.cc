@@ -112,24 +112,28 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     return Measure(model_path, *original, samples, *rules.Without(names), options, nullptr);
   };
   // Memory first. Over bounds, the batched forms (group rules: they stack inputs and parameters)
-  // are all left out, then added back one at a time, in load order, where the set stays within
-  // bounds and gets faster. (Peaks do not add up: when two rules each stack a large tensor,
-  // leaving out either alone does not lower the peak, so removing rules one by one can stall.)
+  // are all left out, then those that fired are added back one at a time, in load order, where
+  // the set stays within bounds and gets faster. (Peaks do not add up: when two rules each stack
+  // a large tensor, leaving out either alone does not lower the peak, so removing rules one by
+  // one can stall. All group rules go, not only those that fired: without one, another can batch
+  // the same members in a form that needs more memory.)
   const bool over_memory = excess(*best) > 0;
   if (over_memory) {
-    std::vector<std::string> batching;
-    for (const std::string& name : best->fired) {
-      for (size_t i = 0; i < rules.size(); ++i) {
-        if (rules.rule(i).name == name && rules.rule(i).is_group) batching.push_back(name);
+    std::vector<std::string> batching, fired_batching;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      if (!rules.rule(i).is_group) continue;
+      batching.push_back(rules.rule(i).name);
+      if (std::find(best->fired.begin(), best->fired.end(), rules.rule(i).name) != best->fired.end()) {
+        fired_batching.push_back(rules.rule(i).name);
       }
     }
     auto base = measure_without(batching);
     if (!base.ok()) return base.status();
-    sel.log.push_back(absl::StrFormat("memory: without the batching rules (%s): %s",
-                                      absl::StrJoin(batching, ", "), describe(*base)));
+    sel.log.push_back(absl::StrFormat("memory: without the batching rules (%s fired; %zu group rules left out): %s",
+                                      absl::StrJoin(fired_batching, ", "), batching.size(), describe(*base)));
     dropped = batching;
     best = base;
-    for (const std::string& name : batching) {
+    for (const std::string& name : fired_batching) {
       if (excess(*best) > 0) break;  // over even without any batching: nothing to add back
       std::vector<std::string> trial_drop;
       for (const std::string& d : dropped) {

@@ -66,12 +66,13 @@ class CostSelectionTest : public ::testing::Test {
 
 TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) {
   CostOptions opts;  // training step, memory_margin 1%
+  opts.margins.memory_floor_bytes = 0;  // this model's peaks are KiB: the fraction alone
   auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   std::string log = absl::StrJoin(sel->log, "\n");
   SCOPED_TRACE(log);
   EXPECT_GT(sel->original_peak_bytes, 0);
-  EXPECT_TRUE(LogHas(*sel, "memory: without the batching rules (batch_linear)"))
+  EXPECT_TRUE(LogHas(*sel, "memory: without the batching rules (batch_linear fired;"))
       << "the full set was within bounds?";
   EXPECT_TRUE(LogHas(*sel, "memory: with batch_linear back"));
   EXPECT_NE(std::find(sel->dropped.begin(), sel->dropped.end(), "batch_linear"), sel->dropped.end());
@@ -82,6 +83,30 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
   EXPECT_TRUE(sel->nothing_fires_within_memory);
   EXPECT_TRUE(LogHas(*sel, "no rule fires within the peak-memory bound"));
   EXPECT_EQ(sel->rules->size(), 0u);  // the original: no rule to apply
+}
+
+TEST_F(CostSelectionTest, PeaksWithinTheFloorAreNotWeighed) {
+  CostOptions opts;  // the default floor (4 MiB) is far above this model's extra KiB
+  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
+  EXPECT_GT(sel->original_peak_bytes, 0);
+  EXPECT_FALSE(LogHas(*sel, "memory:"));
+  EXPECT_TRUE(sel->within_memory);
+  EXPECT_FALSE(sel->nothing_fires_within_memory);
+}
+
+TEST(VerdictTest, PeakMayGrowByTheMarginOrTheFloorWhicheverIsMore) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  VerdictMargins m;  // 1%, 4 MiB
+  EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 14 * kMiB, m), 0);
+  EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 15 * kMiB, m), kMiB);
+  EXPECT_EQ(ExcessPeakBytes(1024 * kMiB, 1034 * kMiB, m), 0);  // 1% of 1 GiB is 10.24 MiB
+  EXPECT_GT(ExcessPeakBytes(1024 * kMiB, 1035 * kMiB, m), 0);
+  m.memory_floor_bytes = 0;
+  EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 14 * kMiB, m), 14 * kMiB - static_cast<int64_t>(10 * kMiB * 1.01));
+  m.memory = -1;  // off
+  EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 100 * kMiB, m), 0);
 }
 
 TEST_F(CostSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemory) {

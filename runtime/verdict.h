@@ -9,8 +9,10 @@
 //
 // Faster means faster by more than `speed` (a fraction of the original's time: run-to-run noise
 // must not publish a model); within memory means a peak no more than `memory` (a fraction) above
-// the original's, where a negative `memory` turns the memory bound off. Unknown figures (-1) are
-// never faster and never within bounds.
+// the original's, or no more than `memory_floor_bytes` above it, whichever allows more (on a
+// model whose step needs a few MiB, one more 2 MiB block of the CUDA caching allocator is tens
+// of percent and no risk to anyone's memory); a negative `memory` turns the memory bound off.
+// Unknown figures (-1) are never faster and never within bounds.
 #ifndef SENTIER_RUNTIME_VERDICT_H_
 #define SENTIER_RUNTIME_VERDICT_H_
 
@@ -27,6 +29,7 @@ struct StepFigures {
 struct VerdictMargins {
   double speed = 0.02;   // a change must win by more than this fraction
   double memory = 0.01;  // peak memory may exceed the original's by this fraction; < 0: off
+  int64_t memory_floor_bytes = int64_t{4} << 20;  // ... or by this many bytes, if that is more
 };
 
 enum class Verdict { kFaster, kNotFaster, kMoreMemory };
@@ -41,7 +44,8 @@ inline bool FasterThan(double candidate_ms, double reference_ms, const VerdictMa
 inline int64_t ExcessPeakBytes(int64_t original_peak, int64_t candidate_peak, const VerdictMargins& m) {
   if (m.memory < 0) return 0;
   if (original_peak < 0 || candidate_peak < 0) return candidate_peak < 0 && original_peak < 0 ? 0 : 1;
-  int64_t limit = static_cast<int64_t>(static_cast<double>(original_peak) * (1.0 + m.memory));
+  int64_t limit = std::max(static_cast<int64_t>(static_cast<double>(original_peak) * (1.0 + m.memory)),
+                           original_peak + m.memory_floor_bytes);
   return std::max<int64_t>(0, candidate_peak - limit);
 }
 
