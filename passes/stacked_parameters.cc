@@ -180,6 +180,166 @@ absl::StatusOr<ParamLayout> ReadParamLayout(const torch::jit::Module& module) {
   return ParamLayout::FromJson(v.toStringRef());
 }
 
+// The module hierarchy below the root, and what reads it: the graph being rewritten (the
+// root's forward) and the methods of every class in it.
+struct ModuleTree {
+  ObjectPtr root;
+  absl::flat_hash_map<const Obj*, Place> places;
+  absl::flat_hash_map<const c10::ClassType*, int> type_uses;
+  absl::flat_hash_map<const Obj*, std::vector<const Obj*>> children;
+  absl::flat_hash_map<const c10::ClassType*, std::vector<const Obj*>> instances;
+  // Attributes some method reads, by the class of the object it reads them from: a method reads
+  // its own attributes and, through GetAttr chains, those of the objects below (a loop over a
+  // ModuleList in a method of the list's parent reads the list's entries). Every method of every
+  // class counts, except the root's forward: that is the graph being rewritten.
+  absl::flat_hash_map<const c10::ClassType*, absl::flat_hash_set<std::string>> method_reads;
+  // The graph's reads: GetAttr nodes reading a non-module attribute of each object, objects that
+  // some other node takes as input, and GetAttr nodes per attribute of the root.
+  absl::flat_hash_map<const Obj*, int64_t> param_reads;
+  absl::flat_hash_set<const Obj*> other_reads;
+  absl::flat_hash_map<std::string, int64_t> root_reads;
+
+  const Obj* parent(const Obj* o) const { return places.at(o).parent; }
+  bool ReadByMethods(const Obj* o, const std::string& attr) const {
+    auto it = method_reads.find(o->type().get());
+    return it != method_reads.end() && it->second.contains(attr);
+  }
+};
+
+ModuleTree MapModuleTree(const ObjectPtr& root, Graph& graph, const ModuleObjectMap& objects) {
+  ModuleTree tree;
+  tree.root = root;
+  MapPlaces(root, nullptr, "", "", &tree.places, &tree.type_uses);
+  for (const auto& [o, place] : tree.places) {
+    if (place.parent != nullptr) tree.children[place.parent].push_back(o);
+    tree.instances[o->type().get()].push_back(o);
+  }
+  std::function<void(Block*)> walk = [&](Block* b) {
+    for (Node* n : b->nodes()) {
+      if (n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::SetAttr) {
+        if (auto cls = n->input(0)->type()->cast<c10::ClassType>()) {
+          tree.method_reads[cls.get()].insert(n->s(c10::attr::name));
+        }
+      }
+      for (Block* sub : n->blocks()) walk(sub);
+    }
+  };
+  absl::flat_hash_set<const c10::ClassType*> walked;
+  for (const auto& [o, place] : tree.places) {
+    if (!walked.insert(o->type().get()).second) continue;
+    for (torch::jit::Function* fn : o->type()->methods()) {
+      if (!fn->isGraphFunction() || (o == root.get() && fn->name() == "forward")) continue;
+      walk(torch::jit::toGraphFunction(*fn).graph()->block());
+    }
+  }
+  for (Node* n : graph.nodes()) {
+    for (Value* in : n->inputs()) {
+      auto it = objects.find(in);
+      if (it == objects.end()) continue;
+      const Obj* o = it->second.get();
+      if (n->kind() != c10::prim::GetAttr) {
+        tree.other_reads.insert(o);
+      } else if (objects.count(n->output()) == 0) {
+        ++tree.param_reads[o];
+      }
+      if (o == root.get() && n->kind() == c10::prim::GetAttr) ++tree.root_reads[n->s(c10::attr::name)];
+    }
+  }
+  return tree;
+}
+
+// AcceptCandidates: which candidates can move, and which module objects go with them. A member
+// module goes with the smallest unit that can leave its parent: itself, or, where a method of
+// its parent's class reads it (a Sequential's forward reads its entries), that parent, and so
+// on up (below the root). A unit can go when every parameter and buffer in its subtree is in an
+// accepted candidate and the graph reads its subtree only for those parameters and for its own
+// submodules; its parent's class must be the parent's own, or every instance of that class must
+// lose the same attributes (a class shared by two ModuleLists loses them once, for both). The
+// root's own parameters (models whose forward reads self.w0, self.w1, ...) go one by one. A
+// candidate is accepted when all its members can go; iterated to a fixpoint. Clears
+// `(*accepted)[i]` for the others and returns member module -> unit for the accepted ones.
+absl::flat_hash_map<const Obj*, const Obj*> AcceptCandidates(const std::vector<Candidate>& candidates,
+                                                             const ModuleTree& tree, std::vector<bool>* accepted) {
+  absl::flat_hash_map<const Obj*, const Obj*> unit_of;
+  const Obj* root = tree.root.get();
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    absl::flat_hash_map<const Obj*, std::set<std::string>> consumed;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!(*accepted)[i]) continue;
+      for (const Member& m : candidates[i].members) consumed[m.module].insert(m.attr);
+    }
+    // Every parameter and buffer below `o` consumed, and the graph reads nothing else there.
+    std::function<bool(const Obj*)> subtree_goes = [&](const Obj* o) {
+      if (tree.other_reads.contains(o)) return false;
+      const std::set<std::string>& used = consumed[o];
+      std::vector<std::string> state = StateNames(*o);
+      auto reads = tree.param_reads.find(o);
+      if (!std::all_of(state.begin(), state.end(), [&](const std::string& s) { return used.count(s) != 0; }) ||
+          (reads == tree.param_reads.end() ? 0 : reads->second) != static_cast<int64_t>(used.size())) {
+        return false;
+      }
+      auto kids = tree.children.find(o);
+      return kids == tree.children.end() || std::all_of(kids->second.begin(), kids->second.end(), subtree_goes);
+    };
+    absl::flat_hash_map<const Obj*, std::set<std::string>> leaving;  // parent -> attributes that go
+    std::vector<std::vector<const Obj*>> units(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!(*accepted)[i]) continue;
+      bool ok = true;
+      for (const Member& m : candidates[i].members) {
+        if (!tree.places.contains(m.module)) {
+          ok = false;
+        } else if (m.module == root) {  // a parameter of the root itself
+          auto reads = tree.root_reads.find(m.attr);
+          ok = reads != tree.root_reads.end() && reads->second == 1 && !tree.ReadByMethods(root, m.attr);
+        } else {
+          const Obj* unit = m.module;
+          while (tree.parent(unit) != nullptr && tree.ReadByMethods(tree.parent(unit), tree.places.at(unit).attr)) {
+            unit = tree.parent(unit);
+          }
+          ok = tree.parent(unit) != nullptr && subtree_goes(unit);
+          if (ok) units[i].push_back(unit);
+        }
+        if (!ok) break;
+      }
+      if (!ok) {
+        (*accepted)[i] = false;
+        changed = true;
+        continue;
+      }
+      for (const Obj* u : units[i]) leaving[tree.parent(u)].insert(tree.places.at(u).attr);
+    }
+    if (changed) continue;
+    // A parent whose class other objects share: all of them must lose the same attributes.
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!(*accepted)[i]) continue;
+      bool ok = true;
+      for (const Obj* u : units[i]) {
+        const Obj* parent = tree.parent(u);
+        for (const Obj* twin : tree.instances.at(parent->type().get())) {
+          ok &= twin == parent || leaving[twin] == leaving[parent];
+        }
+      }
+      if (!ok) {
+        (*accepted)[i] = false;
+        changed = true;
+      }
+    }
+    if (changed) continue;
+    unit_of.clear();
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!(*accepted)[i]) continue;
+      for (size_t k = 0, u = 0; k < candidates[i].members.size(); ++k) {
+        const Obj* mod = candidates[i].members[k].module;
+        if (mod != root) unit_of[mod] = units[i][u++];
+      }
+    }
+  }
+  return unit_of;
+}
+
 absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, const std::shared_ptr<Graph>& graph) {
   ParamLayout layout;
   ObjectPtr root = module._ivalue();
@@ -195,161 +355,18 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
     layout.original_names.push_back(nb.name);
     layout.original_shapes.push_back(nb.value.sizes().vec());
   }
-  absl::flat_hash_map<const Obj*, Place> places;
-  absl::flat_hash_map<const c10::ClassType*, int> type_uses;
-  MapPlaces(root, nullptr, "", "", &places, &type_uses);
   ModuleObjectMap objects = ModuleObjects(*graph, c10::IValue(root));
   if (objects.empty()) return layout;
+  ModuleTree tree = MapModuleTree(root, *graph, objects);
+  auto& places = tree.places;
 
   std::vector<Candidate> candidates;
   for (Node* n : graph->nodes()) {
     Candidate c;
     if (AsCandidate(n, objects, &c)) candidates.push_back(std::move(c));
   }
-  // Which module objects can go. A member module goes with the smallest unit that can leave its
-  // parent: itself, or, where a method of its parent's class reads it (a Sequential's forward
-  // reads its entries), that parent, and so on up (below the root). A unit can go when every
-  // parameter and buffer in its subtree is in an accepted candidate and the graph reads its
-  // subtree only for those parameters and for its own submodules; its parent's class must be
-  // the parent's own, or every instance of that class must lose the same attributes (a class
-  // shared by two ModuleLists loses them once, for both). A candidate is accepted when all its
-  // members' units can go. Iterated to a fixpoint.
-  absl::flat_hash_map<const Obj*, int64_t> param_reads;  // GetAttr nodes reading a non-module attribute
-  absl::flat_hash_set<const Obj*> other_reads;           // objects some other node takes as input
-  absl::flat_hash_map<std::string, int64_t> root_reads;  // GetAttr nodes per root attribute
-  for (Node* n : graph->nodes()) {
-    for (Value* in : n->inputs()) {
-      auto it = objects.find(in);
-      if (it == objects.end()) continue;
-      const Obj* o = it->second.get();
-      if (n->kind() != c10::prim::GetAttr) {
-        other_reads.insert(o);
-      } else if (objects.count(n->output()) == 0) {
-        ++param_reads[o];
-      }
-      if (o == root.get() && n->kind() == c10::prim::GetAttr) ++root_reads[n->s(c10::attr::name)];
-    }
-  }
-  absl::flat_hash_map<const Obj*, std::vector<const Obj*>> children;
-  absl::flat_hash_map<const c10::ClassType*, std::vector<const Obj*>> instances;
-  for (const auto& [o, place] : places) {
-    if (place.parent != nullptr) children[place.parent].push_back(o);
-    instances[o->type().get()].push_back(o);
-  }
-  // Attributes some method reads, by the class of the object it reads them from: a method reads
-  // its own attributes and, through GetAttr chains, those of the objects below (a loop over a
-  // ModuleList in a method of the list's parent reads the list's entries). Every method of every
-  // class in the hierarchy counts, except the root's forward: that is the graph being rewritten.
-  absl::flat_hash_map<const c10::ClassType*, absl::flat_hash_set<std::string>> method_reads;
-  {
-    absl::flat_hash_set<const c10::ClassType*> walked;
-    std::function<void(Block*)> walk = [&](Block* b) {
-      for (Node* n : b->nodes()) {
-        if (n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::SetAttr) {
-          if (auto cls = n->input(0)->type()->cast<c10::ClassType>()) {
-            method_reads[cls.get()].insert(n->s(c10::attr::name));
-          }
-        }
-        for (Block* sub : n->blocks()) walk(sub);
-      }
-    };
-    for (const auto& [o, place] : places) {
-      if (!walked.insert(o->type().get()).second) continue;
-      for (torch::jit::Function* fn : o->type()->methods()) {
-        if (!fn->isGraphFunction() || (o == root.get() && fn->name() == "forward")) continue;
-        walk(torch::jit::toGraphFunction(*fn).graph()->block());
-      }
-    }
-  }
-  const absl::flat_hash_set<std::string> none;
-  auto read_by_methods = [&](const Obj* o) -> const absl::flat_hash_set<std::string>& {
-    auto it = method_reads.find(o->type().get());
-    return it == method_reads.end() ? none : it->second;
-  };
-  // The root's own parameters (models whose forward reads self.w0, self.w1, ...) go one by one:
-  // the root's class is its own, and the graph being rewritten is its forward.
   std::vector<bool> accepted(candidates.size(), true);
-  absl::flat_hash_map<const Obj*, const Obj*> unit_of;  // member module -> the unit it leaves with
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    absl::flat_hash_map<const Obj*, std::set<std::string>> consumed;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!accepted[i]) continue;
-      for (const Member& m : candidates[i].members) consumed[m.module].insert(m.attr);
-    }
-    // Every parameter and buffer below `o` consumed, and the graph reads nothing else there.
-    std::function<bool(const Obj*)> subtree_goes = [&](const Obj* o) {
-      if (other_reads.contains(o)) return false;
-      const std::set<std::string>& used = consumed[o];
-      std::vector<std::string> state = StateNames(*o);
-      if (!std::all_of(state.begin(), state.end(), [&](const std::string& s) { return used.count(s) != 0; }) ||
-          param_reads[o] != static_cast<int64_t>(used.size())) {
-        return false;
-      }
-      const auto& kids = children[o];
-      return std::all_of(kids.begin(), kids.end(), subtree_goes);
-    };
-    unit_of.clear();
-    absl::flat_hash_map<const Obj*, std::set<std::string>> leaving;  // parent -> attributes that go
-    std::vector<std::vector<const Obj*>> units(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!accepted[i]) continue;
-      bool ok = true;
-      for (const Member& m : candidates[i].members) {
-        auto place = places.find(m.module);
-        if (place == places.end()) {
-          ok = false;
-          break;
-        }
-        if (place->second.parent == nullptr) {  // a parameter of the root itself
-          ok = root_reads[m.attr] == 1 && !read_by_methods(root.get()).contains(m.attr);
-          if (!ok) break;
-          continue;
-        }
-        const Obj* unit = m.module;
-        while (unit != nullptr && places[unit].parent != nullptr &&
-               read_by_methods(places[unit].parent).contains(places[unit].attr)) {
-          unit = places[unit].parent;
-        }
-        ok = unit != nullptr && places[unit].parent != nullptr && subtree_goes(unit);
-        if (!ok) break;
-        units[i].push_back(unit);
-      }
-      if (!ok) {
-        accepted[i] = false;
-        changed = true;
-        continue;
-      }
-      for (const Obj* u : units[i]) {
-        leaving[places[u].parent].insert(places[u].attr);
-      }
-    }
-    if (changed) continue;
-    // A parent whose class other objects share: all of them must lose the same attributes.
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!accepted[i]) continue;
-      bool ok = true;
-      for (const Obj* u : units[i]) {
-        const Obj* parent = places[u].parent;
-        for (const Obj* twin : instances[parent->type().get()]) {
-          ok &= twin == parent || leaving[twin] == leaving[parent];
-        }
-      }
-      if (!ok) {
-        accepted[i] = false;
-        changed = true;
-      }
-    }
-    if (changed) continue;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!accepted[i]) continue;
-      for (size_t k = 0, u = 0; k < candidates[i].members.size(); ++k) {
-        const Obj* mod = candidates[i].members[k].module;
-        if (places[mod].parent != nullptr) unit_of[mod] = units[i][u++];
-      }
-    }
-  }
+  const absl::flat_hash_map<const Obj*, const Obj*> unit_of = AcceptCandidates(candidates, tree, &accepted);
   // Whether `o` is (inside) a unit that goes.
   absl::flat_hash_set<const Obj*> unit_set;
   for (const auto& [member, unit] : unit_of) unit_set.insert(unit);
@@ -384,7 +401,7 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
           break;
         }
       }
-      if (holder != root.get() && (type_uses[holder->type().get()] != 1 || goes(holder))) holder = root.get();
+      if (holder != root.get() && (tree.type_uses[holder->type().get()] != 1 || goes(holder))) holder = root.get();
       std::string base = absl::StrCat(stack ? "stacked_" : "concatenated_", c.members[0].attr);
       std::string name = base;
       for (int k = 1; holder->type()->hasAttribute(name) || new_names[holder].contains(name); ++k) {
