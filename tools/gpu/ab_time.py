@@ -64,6 +64,8 @@ def make_step(path, inputs, infer, optimizer="none", compile_name=""):
         m = torch.jit.load(path, map_location="cuda")
         params = m.parameters()
     params = [p for p in params if p.is_floating_point()]
+    for p in params:
+        p.requires_grad_(True)  # archives built in C++ may register parameters without it
     opt = None
     if optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9)
