@@ -340,6 +340,28 @@ absl::flat_hash_map<const Obj*, const Obj*> AcceptCandidates(const std::vector<C
   return unit_of;
 }
 
+// The stored parameter's name in its holder: "stacked_<attr>" (or "concatenated_<attr>") where
+// the members share a container below the root (`l1.stacked_weight` for l1.0.weight, ...,
+// l1.63.weight) or are the root's own parameters; where the holder is the root and the members
+// sit in different submodules, their paths say which: "concatenated_gates_7_lins_7_weight" for
+// gates.7.weight and lins.7.weight, "concatenated_experts_0_0_to_gates_1_weight" for more than two.
+std::string StoredName(const Candidate& c, bool stack, const Obj* holder,
+                       const absl::flat_hash_map<const Obj*, Place>& places) {
+  const std::string op = stack ? "stacked_" : "concatenated_";
+  const std::string& attr = c.members[0].attr;
+  const Place& first = places.at(c.members[0].module);
+  if (first.parent == nullptr || places.at(holder).parent != nullptr) return absl::StrCat(op, attr);
+  auto flat = [&](const Member& m) {
+    std::string path = places.at(m.module).path;
+    std::replace(path.begin(), path.end(), '.', '_');
+    return path;
+  };
+  std::string which = c.members.size() <= 2
+                          ? absl::StrJoin(c.members, "_", [&](std::string* out, const Member& m) { out->append(flat(m)); })
+                          : absl::StrCat(flat(c.members.front()), "_to_", flat(c.members.back()));
+  return absl::StrCat(op, which, "_", attr);
+}
+
 absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, const std::shared_ptr<Graph>& graph) {
   ParamLayout layout;
   ObjectPtr root = module._ivalue();
@@ -402,7 +424,7 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
         }
       }
       if (holder != root.get() && (tree.type_uses[holder->type().get()] != 1 || goes(holder))) holder = root.get();
-      std::string base = absl::StrCat(stack ? "stacked_" : "concatenated_", c.members[0].attr);
+      std::string base = StoredName(c, stack, holder, places);
       std::string name = base;
       for (int k = 1; holder->type()->hasAttribute(name) || new_names[holder].contains(name); ++k) {
         name = absl::StrCat(base, "_", k);
