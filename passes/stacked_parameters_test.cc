@@ -338,6 +338,43 @@ TEST(ContainerMembersTest, SharedClassLosesAttributesOnlyWhenEveryInstanceDoes) 
   }
 }
 
+// Two blocks whose class's forward reads both of their children `a` and `b`; the root's forward
+// concatenates only the `a`s. An `a` cannot leave its block (the block's forward reads it), and
+// the block cannot go either (its `b` stays where it is), so nothing moves.
+TEST(ContainerMembersTest, AMemberWhoseContainerKeepsOtherStateStays) {
+  auto cu = std::make_shared<torch::jit::CompilationUnit>();
+  auto leaf = [&]() {
+    torch::jit::Module m("__torch__.Leaf", cu, /*shouldMangle=*/true);
+    m.register_parameter("w", torch::randn({3}).set_requires_grad(true), false);
+    return m;
+  };
+  torch::jit::Module root("__torch__.Root", cu, /*shouldMangle=*/true);
+  for (const char* name : {"s0", "s1"}) {
+    torch::jit::Module block("__torch__.Block", cu, /*shouldMangle=*/true);
+    block.register_module("a", leaf());
+    block.register_module("b", leaf());
+    block.define(R"(
+      def forward(self, x):
+          return self.a.w * x + self.b.w
+    )");
+    root.register_module(name, block);
+  }
+  root.define(R"(
+    def forward(self, x):
+        return torch.cat([self.s0.a.w, self.s1.a.w], 0) * x + torch.cat([self.s0.b.w, self.s1.b.w * 2.0], 0)
+  )");
+  at::Tensor x = torch::randn({6});
+  at::Tensor before = root.forward({x}).toTensor();
+  std::shared_ptr<torch::jit::Graph> graph = root.get_method("forward").graph();
+  auto layout = StoreStackedParameters(root, graph);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->stacked.size(), 0u);
+  EXPECT_TRUE(root.attr("s0").toModule().hasattr("a"));
+  const std::string path = Tmp("block_keeps_state.pt");
+  root.save(path);
+  EXPECT_TRUE(at::equal(torch::jit::load(path).forward({x}).toTensor(), before));
+}
+
 // The original layout: a stack of parameters read transposed gets a flat view after it, so each
 // member's gradient is a contiguous slice of one buffer (AccumulateGrad keeps it, no copy).
 torch::jit::Module TwoMemberLinear() {
