@@ -276,25 +276,27 @@ TEST(ContainerMembersTest, HighwayContainersShareOneClass) {
   EXPECT_EQ(original.attr("gates").toModule().type(), original.attr("lins").toModule().type());
 }
 
+// A module of its own class `Leaf` in `cu`, with one parameter `w` of 3 elements.
+torch::jit::Module Leaf(const std::shared_ptr<torch::jit::CompilationUnit>& cu) {
+  torch::jit::Module m("__torch__.Leaf", cu, /*shouldMangle=*/true);
+  m.register_parameter("w", torch::randn({3}).set_requires_grad(true), false);
+  return m;
+}
+
 // Two objects of one class, `p` and `q`, each holding modules `a` and `b` with a parameter `w`.
 // With `both`, the forward concatenates p's and q's `a.w` and `b.w` (each instance loses a and
 // b); otherwise it concatenates only p's, and q's are read by a mul: p would lose attributes of
 // the shared class that q still has, so nothing moves.
 torch::jit::Module SharedClassModel(bool both) {
   auto cu = std::make_shared<torch::jit::CompilationUnit>();
-  auto leaf = [&](const char* cls) {
-    torch::jit::Module m(cls, cu, /*shouldMangle=*/true);
-    m.register_parameter("w", torch::randn({3}).set_requires_grad(true), false);
-    return m;
-  };
   torch::jit::Module p("__torch__.Pair", cu, /*shouldMangle=*/true);
-  p.register_module("a", leaf("__torch__.Leaf"));
-  p.register_module("b", leaf("__torch__.Leaf"));
+  p.register_module("a", Leaf(cu));
+  p.register_module("b", Leaf(cu));
   auto q_obj = c10::ivalue::Object::create(c10::StrongTypePtr(cu, p.type()), p.type()->numAttributes());
   for (size_t i = 0; i < p.type()->numAttributes(); ++i) q_obj->setSlot(i, p._ivalue()->getSlot(i));
   torch::jit::Module q(q_obj);
-  q._ivalue()->setAttr("a", leaf("__torch__.Leaf")._ivalue());
-  q._ivalue()->setAttr("b", leaf("__torch__.Leaf")._ivalue());
+  q._ivalue()->setAttr("a", Leaf(cu)._ivalue());
+  q._ivalue()->setAttr("b", Leaf(cu)._ivalue());
   torch::jit::Module root("__torch__.Root", cu, /*shouldMangle=*/true);
   root.register_module("p", p);
   root.register_module("q", q);
@@ -343,16 +345,11 @@ TEST(ContainerMembersTest, SharedClassLosesAttributesOnlyWhenEveryInstanceDoes) 
 // the block cannot go either (its `b` stays where it is), so nothing moves.
 TEST(ContainerMembersTest, AMemberWhoseContainerKeepsOtherStateStays) {
   auto cu = std::make_shared<torch::jit::CompilationUnit>();
-  auto leaf = [&]() {
-    torch::jit::Module m("__torch__.Leaf", cu, /*shouldMangle=*/true);
-    m.register_parameter("w", torch::randn({3}).set_requires_grad(true), false);
-    return m;
-  };
   torch::jit::Module root("__torch__.Root", cu, /*shouldMangle=*/true);
   for (const char* name : {"s0", "s1"}) {
     torch::jit::Module block("__torch__.Block", cu, /*shouldMangle=*/true);
-    block.register_module("a", leaf());
-    block.register_module("b", leaf());
+    block.register_module("a", Leaf(cu));
+    block.register_module("b", Leaf(cu));
     block.define(R"(
       def forward(self, x):
           return self.a.w * x + self.b.w
