@@ -16,7 +16,8 @@ reset to None). Prints the per-round ratios and their median.
 zero_grad() (their defaults: the multi-tensor implementation on CUDA), as a training loop does;
 none (the default): gradients reset to None.
 --b_compile_optimus NAME: B is not an archive but the corpus model NAME as written in Python
-(testdata/models/make_corpus.py) with A's parameters, under torch.compile with Optimus' fusions
+(testdata/models/make_corpus.py) with the parameters of the --b archive (give an original
+archive: a stacked artifact's parameter names differ), under torch.compile with Optimus' fusions
 (bench/compare_torch_compile.py's set); its compile happens in the warm-up.
 """
 
