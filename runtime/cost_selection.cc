@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -108,8 +109,13 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   sel.log.push_back(absl::StrFormat("all rules: %s (original %s)", describe(*best), describe(orig)));
   sel.none_fired = best->fired.empty();
   std::vector<std::string> dropped;
+  // Every rule that fired in some measured set: the report names only those among the rules
+  // left out (the memory phase leaves out every group rule, most of which match nothing here).
+  absl::flat_hash_set<std::string> ever_fired(best->fired.begin(), best->fired.end());
   auto measure_without = [&](const std::vector<std::string>& names) -> absl::StatusOr<Trial> {
-    return Measure(model_path, *original, samples, *rules.Without(names), options, nullptr);
+    auto t = Measure(model_path, *original, samples, *rules.Without(names), options, nullptr);
+    if (t.ok()) ever_fired.insert(t->fired.begin(), t->fired.end());
+    return t;
   };
   // Memory first. Over bounds, the batched forms (group rules: they stack inputs and parameters)
   // are all left out, then those that fired are added back one at a time, in load order, where
@@ -168,7 +174,9 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     }
   }
   std::shared_ptr<const RuleSet> chosen = rules.Without(dropped);
-  sel.dropped = dropped;
+  for (const std::string& name : dropped) {
+    if (ever_fired.contains(name)) sel.dropped.push_back(name);
+  }
   sel.optimized_ms = best->ms;
   sel.optimized_forward_ms = best->forward_ms;
   sel.optimized_peak_bytes = best->peak;
