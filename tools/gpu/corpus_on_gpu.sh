@@ -6,6 +6,7 @@
 #   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
 #                              [--param_layout=original|stacked] [--select_rules=auto|on|off]
 #                              [--memory_margin=F] [--config_for=a,b --config=JSON]
+#                              [--client_timeout=SECONDS]
 #
 # --config_for/--config: writes JSON as REG/<model>/sentier.json for the listed models (per-model
 # options over the daemon's flags, e.g. --config='{"param_layout": "stacked", "memory_margin": 2}').
@@ -25,6 +26,7 @@ select=auto
 margin=0.01
 config_for=""
 config=""
+client_timeout=240
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
@@ -36,6 +38,7 @@ for a in "$@"; do
     --memory_margin=*) margin="${a#--memory_margin=}" ;;
     --config_for=*) config_for="${a#--config_for=}" ;;
     --config=*) config="${a#--config=}" ;;
+    --client_timeout=*) client_timeout="${a#--client_timeout=}" ;;
     *) echo "corpus_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -69,6 +72,7 @@ grep -E "^sentierd: [a-z_0-9]+: " "$out/corpus-sentierd.log" | head -40
 tar -C "$work/out" -czf "$out/corpus-reports.tar.gz" --exclude=model.pt --exclude=.sentierd .
 [[ $client == 1 ]] || exit "$rc"
 python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" --device cuda \
+  --version_timeout "$client_timeout" \
   --json "$out/corpus-client.json" --markdown "$out/corpus-client.md" >"$out/corpus-client.log" 2>&1
 crc=$?
 tail -3 "$out/corpus-client.log"

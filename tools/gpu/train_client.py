@@ -14,9 +14,15 @@ any Python client would, on --device, and:
 Writes a JSON file and a markdown table (one row per version: status, aten ops per forward from
 the report, kernels, forward and training-step ms, original vs published, losses).
 
+Each version runs in its own process, under --version_timeout seconds: one model that does not
+return (torch 2.11's CUDA fuser does not finish compiling list_input's forward under no_grad,
+bench/RESULTS.md) costs its own time limit, not the rest of the run. The row names the phase it
+stopped in.
+
     python3 tools/gpu/train_client.py --registry REG --output OUT [--device cuda]
-        [--steps 20] [--rounds 7] [--json F] [--markdown F]
-Exit 1 when a published artifact does not load, does not train, or trains to other losses.
+        [--steps 20] [--rounds 7] [--version_timeout 240] [--json F] [--markdown F]
+Exit 1 when a published artifact does not load, does not train, trains to other losses, or does
+not finish in time where the original did.
 """
 
 import argparse
@@ -24,6 +30,7 @@ import glob
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -120,6 +127,101 @@ def kernels(fn, device):
     return n
 
 
+def phase(name):
+    """Progress on stderr: when a version runs past --version_timeout, the parent names the
+    phase it stopped in."""
+    print("phase: " + name, file=sys.stderr, flush=True)
+
+
+def measure_version(a, rel, rep):
+    """Loads, trains, times one version; returns (row fields, failed)."""
+    dev = a.device
+    row, failed = {}, False
+    try:
+        phase("load")
+        inputs = to_device(torch.load(os.path.join(a.registry, rel, "inputs.pt")), dev)
+        args = inputs if isinstance(inputs, tuple) else (inputs,)
+        orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
+        pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
+        so = {k: v for k, v in orig.state_dict().items()}
+        sp = {k: v for k, v in pub.state_dict().items()}
+        row["same_state_dict"] = so.keys() == sp.keys() and all(torch.equal(so[k], sp[k]) for k in so)
+        stacked = hasattr(pub, "original_state_dict")
+        if stacked:
+            # Stacked parameters: the original names come from the artifact's own method.
+            sp = pub.original_state_dict()
+            row["same_state_dict"] = sorted(sp) == sorted(so) and all(torch.equal(so[k], sp[k]) for k in so)
+        phase("train original")
+        lo = train(orig, args, a.steps)
+        phase("train published")
+        lp = train(pub, args, a.steps)
+        ok = all(abs(x - y) <= 1e-4 + 2e-3 * abs(x) for x, y in zip(lo, lp))
+        row["losses"] = {"original": [lo[0], lo[-1]], "published": [lp[0], lp[-1]], "match": ok}
+        if stacked:
+            # After training, the original's parameters and the artifact's views of its
+            # stacked ones must agree; and a checkpoint of the original loads into it.
+            sp = pub.original_state_dict()
+            worst = max(float((sp[k].float() - v.detach().float()).abs().max())
+                        for k, v in orig.state_dict().items())
+            row["trained_state_max_diff"] = worst
+            pub.load_original_state_dict(dict(orig.state_dict()))
+            ok = ok and worst <= 1e-3
+        failed = not ok
+        # Fresh copies for timing (training moved the weights).
+        orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
+        pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
+        fo, to = step_fns(orig, args)
+        fp, tp = step_fns(pub, args)
+        # Warm-up: profiling runs, then the optimized plan.
+        for name, fn in (("original forward", fo), ("published forward", fp),
+                         ("original training step", to), ("published training step", tp)):
+            phase("warm-up: " + name)
+            for _ in range(4):
+                fn()
+        phase("timing")
+        times = {"fo": [], "fp": [], "to": [], "tp": []}
+        for _ in range(a.rounds):  # A/B alternated
+            times["fo"].append(time_ms(fo, dev, a.iters))
+            times["fp"].append(time_ms(fp, dev, a.iters))
+            times["to"].append(time_ms(to, dev, a.iters))
+            times["tp"].append(time_ms(tp, dev, a.iters))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        row["forward_ms"] = [med["fo"], med["fp"]]
+        row["train_ms"] = [med["to"], med["tp"]]
+        phase("kernel counts")
+        row["kernels_forward"] = [kernels(fo, dev), kernels(fp, dev)]
+        row["kernels_train"] = [kernels(to, dev), kernels(tp, dev)]
+    except Exception as e:  # a client that cannot use the artifact: a failure
+        failed = True
+        row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1][:300])
+    return row, failed
+
+
+def run_isolated(a, rel):
+    """Runs one version in a child process under --version_timeout. A version that does not
+    finish is a failure, unless it stopped in a phase on the original model: then the original
+    itself does not run in this torch (the row says so), which no artifact can be blamed for."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--registry", a.registry, "--output", a.output,
+           "--device", a.device, "--steps", str(a.steps), "--rounds", str(a.rounds),
+           "--iters", str(a.iters), "--single", rel]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.version_timeout)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        phases = [l[len("phase: "):] for l in err.splitlines() if l.startswith("phase: ")]
+        last = phases[-1] if phases else "start"
+        row = {"error": "did not finish in %d s (stopped in: %s)" % (a.version_timeout, last)}
+        original_hangs = "original" in last
+        row["original_does_not_finish"] = original_hangs
+        return row, not original_hangs
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith("{"):
+            res = json.loads(line)
+            return res["row"], res["failed"]
+    tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:300]
+    return {"error": "client process exited %d: %s" % (p.returncode, tail)}, True
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--registry", required=True)
@@ -129,11 +231,20 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
+    ap.add_argument("--version_timeout", type=int, default=240,
+                    help="seconds per version, each in its own process (0: all in this process)")
+    ap.add_argument("--single", default="", help=argparse.SUPPRESS)  # child: one version, JSON out
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    if a.single:
+        with open(os.path.join(a.output, a.single, "report.json")) as f:
+            rep = json.load(f)
+        row, failed = measure_version(a, a.single, rep)
+        print(json.dumps({"row": row, "failed": failed}), flush=True)
+        return 0
     dev = a.device
     rows, bad = [], 0
     for rep_path in sorted(glob.glob(os.path.join(a.output, "*", "*", "report.json"))):
@@ -149,58 +260,11 @@ def main():
         if rep.get("status") == "rejected":
             bad += 1
             row["error"] = "rejected: " + rep.get("reason", "")
-            continue
-        try:
-            inputs = to_device(torch.load(os.path.join(a.registry, rel, "inputs.pt")), dev)
-            args = inputs if isinstance(inputs, tuple) else (inputs,)
-            orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
-            pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
-            so = {k: v for k, v in orig.state_dict().items()}
-            sp = {k: v for k, v in pub.state_dict().items()}
-            row["same_state_dict"] = so.keys() == sp.keys() and all(torch.equal(so[k], sp[k]) for k in so)
-            stacked = hasattr(pub, "original_state_dict")
-            if stacked:
-                # Stacked parameters: the original names come from the artifact's own method.
-                sp = pub.original_state_dict()
-                row["same_state_dict"] = sorted(sp) == sorted(so) and all(torch.equal(so[k], sp[k]) for k in so)
-            lo = train(orig, args, a.steps)
-            lp = train(pub, args, a.steps)
-            ok = all(abs(x - y) <= 1e-4 + 2e-3 * abs(x) for x, y in zip(lo, lp))
-            row["losses"] = {"original": [lo[0], lo[-1]], "published": [lp[0], lp[-1]], "match": ok}
-            if stacked:
-                # After training, the original's parameters and the artifact's views of its
-                # stacked ones must agree; and a checkpoint of the original loads into it.
-                sp = pub.original_state_dict()
-                worst = max(float((sp[k].float() - v.float()).abs().max()) for k, v in orig.state_dict().items())
-                row["trained_state_max_diff"] = worst
-                pub.load_original_state_dict(dict(orig.state_dict()))
-                ok = ok and worst <= 1e-3
-                if not ok:
-                    bad += 1
-            if not ok and not stacked:
-                bad += 1
-            # Fresh copies for timing (training moved the weights).
-            orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
-            pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
-            fo, to = step_fns(orig, args)
-            fp, tp = step_fns(pub, args)
-            for fn in (fo, fp, to, tp):  # warm-up: profiling runs, then the optimized plan
-                for _ in range(4):
-                    fn()
-            times = {"fo": [], "fp": [], "to": [], "tp": []}
-            for _ in range(a.rounds):  # A/B alternated
-                times["fo"].append(time_ms(fo, dev, a.iters))
-                times["fp"].append(time_ms(fp, dev, a.iters))
-                times["to"].append(time_ms(to, dev, a.iters))
-                times["tp"].append(time_ms(tp, dev, a.iters))
-            med = {k: statistics.median(v) for k, v in times.items()}
-            row["forward_ms"] = [med["fo"], med["fp"]]
-            row["train_ms"] = [med["to"], med["tp"]]
-            row["kernels_forward"] = [kernels(fo, dev), kernels(fp, dev)]
-            row["kernels_train"] = [kernels(to, dev), kernels(tp, dev)]
-        except Exception as e:  # a client that cannot use the artifact: a failure
-            bad += 1
-            row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1][:300])
+        else:
+            fields, failed = (run_isolated(a, rel) if a.version_timeout > 0
+                              else measure_version(a, rel, rep))
+            row.update(fields)
+            bad += int(failed)
         row["client_s"] = round(time.perf_counter() - t_start, 1)
         print(json.dumps(row), flush=True)
     if a.json:
