@@ -183,7 +183,9 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   sel.optimized_forward_peak_bytes = best->forward_peak;
   sel.within_memory = excess(*best) == 0;
   sel.faster = faster(best->ms, orig_ms) && !best->fired.empty();
-  if (options.training && options.inference_too &&
+  // (Only where a rule fires: with none, the "selection" is the original graph, and a slower
+  // forward would be noise.)
+  if (options.training && options.inference_too && !best->fired.empty() &&
       best->forward_ms > orig.forward_ms * (1.0 + options.margins.speed)) {
     sel.faster = false;  // faster to train, slower to serve: not published
     sel.log.push_back(absl::StrFormat("forward slower with the selection: %.3f ms vs %.3f ms",
