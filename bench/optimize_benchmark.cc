@@ -304,6 +304,12 @@ void RunOptimize(benchmark::State& state, GraphShape shape) {
   }
 }
 
+// 1k to 200k nodes, in ms.
+void SizesPerNodeStudy(benchmark::internal::Benchmark* b) {
+  for (int64_t n : {1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000}) b->Arg(n);
+  b->Unit(benchmark::kMillisecond);
+}
+
 void BM_OptimizeSplitCatChain(benchmark::State& state) {
   RunOptimize(state, GraphShape::kSplitCatChain);
 }
@@ -312,29 +318,13 @@ void BM_OptimizeSplitCatChain(benchmark::State& state) {
 // figures are the 1k, 10k and 100k rows:
 //   --benchmark_filter='Optimize(SplitCatChain|MixedWaste|WithMutation)/(1|10|100)000$'
 BENCHMARK(BM_OptimizeSplitCatChain)
-    ->Arg(1000)
-    ->Arg(2000)
-    ->Arg(5000)
-    ->Arg(10000)
-    ->Arg(20000)
-    ->Arg(50000)
-    ->Arg(100000)
-    ->Arg(200000)
-    ->Unit(benchmark::kMillisecond);
+    ->Apply(SizesPerNodeStudy);
 
 void BM_OptimizeMixedWaste(benchmark::State& state) {
   RunOptimize(state, GraphShape::kMixedWaste);
 }
 BENCHMARK(BM_OptimizeMixedWaste)
-    ->Arg(1000)
-    ->Arg(2000)
-    ->Arg(5000)
-    ->Arg(10000)
-    ->Arg(20000)
-    ->Arg(50000)
-    ->Arg(100000)
-    ->Arg(200000)
-    ->Unit(benchmark::kMillisecond);
+    ->Apply(SizesPerNodeStudy);
 
 void BM_OptimizeWithMutation(benchmark::State& state) {
   RunOptimize(state, GraphShape::kMutation);
