@@ -16,6 +16,7 @@
 #include <torch/csrc/jit/ir/irparser.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/version.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -24,11 +25,10 @@
 #include "runtime/file_util.h"
 #include "passes/rule_parser.h"
 #include "passes/sample_inputs.h"
+#include "passes/torch_error.h"
 
 namespace sentier {
 namespace {
-
-std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 std::string DirName(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -91,7 +91,7 @@ absl::StatusOr<Model> LoadModel(const std::string& path) {
       torch::jit::parseIR(StripIrComments(*text), m.graph.get());
     } catch (const std::exception& e) {
       return absl::InvalidArgumentError(
-          absl::StrCat("cannot parse IR in '", path, "': ", FirstLine(e.what())));
+          absl::StrCat("cannot parse IR in '", path, "': ", TorchErrorMessage(e.what())));
     }
     return m;
   }
@@ -102,8 +102,14 @@ absl::StatusOr<Model> LoadModel(const std::string& path) {
     std::istringstream in(*data);
     m.module = torch::jit::load(in, c10::Device(c10::kCPU));
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot load TorchScript archive '", path,
-                                                   "': ", FirstLine(e.what())));
+    std::string why = TorchErrorMessage(e.what());
+    if (absl::StartsWith(why, "Unknown builtin op")) {
+      // An operator newer than this LibTorch: the archive was saved by a later PyTorch.
+      absl::StrAppend(&why, " (this LibTorch is ", TORCH_VERSION,
+                      "; the archive was probably saved by a newer PyTorch)");
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load TorchScript archive '", path, "': ", why));
   }
   auto method = m.module.find_method("forward");
   if (!method) {
@@ -133,7 +139,7 @@ absl::Status SaveModel(const Model& model, const std::string& path) {
     (void)check;
   } catch (const std::exception& e) {
     return absl::InternalError(
-        absl::StrCat("cannot write a loadable archive to '", path, "': ", FirstLine(e.what())));
+        absl::StrCat("cannot write a loadable archive to '", path, "': ", TorchErrorMessage(e.what())));
   }
   return WriteFileAtomically(path, bytes);
 }
@@ -148,7 +154,7 @@ absl::StatusOr<c10::IValue> LoadPickledValue(const std::string& path, const std:
     std::vector<char> bytes(data->begin(), data->end());
     return torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, " '", path, "': ", FirstLine(e.what())));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, " '", path, "': ", TorchErrorMessage(e.what())));
   }
 }
 
