@@ -124,6 +124,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   // one can stall. All group rules go, not only those that fired: without one, another can batch
   // the same members in a form that needs more memory.)
   const bool over_memory = excess(*best) > 0;
+  const Trial all_rules = *best;
   if (over_memory) {
     std::vector<std::string> batching, fired_batching;
     for (size_t i = 0; i < rules.size(); ++i) {
@@ -172,6 +173,19 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
       dropped = trial_drop;
       best = t;
     }
+  }
+  if (over_memory && faster(all_rules.ms, best->ms)) {
+    double needed = MemoryMarginNeeded(orig.peak, all_rules.peak);
+    if (options.training && options.inference_too) {
+      needed = std::max(needed, MemoryMarginNeeded(orig.forward_peak, all_rules.forward_peak));
+    }
+    sel.all_rules_ms = all_rules.ms;
+    sel.all_rules_peak_bytes = all_rules.peak;
+    sel.all_rules_forward_peak_bytes = all_rules.forward_peak;
+    sel.memory_margin_for_all_rules = needed;
+    sel.log.push_back(absl::StrFormat(
+        "every rule would be kept with memory_margin %.2f: %s, against %.3f ms kept", needed,
+        describe(all_rules), best->ms));
   }
   std::shared_ptr<const RuleSet> chosen = rules.Without(dropped);
   for (const std::string& name : dropped) {

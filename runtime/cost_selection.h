@@ -61,6 +61,12 @@ struct CostSelection {
   // Rules fire, but every set that fires any of them needs more peak memory than memory_margin
   // allows: the memory bound alone keeps the original.
   bool nothing_fires_within_memory = false;
+  // Over the memory bound, when every rule together was faster than what is kept: that set's
+  // time and peaks, and the smallest memory_margin (hundredths) under which its peaks would be
+  // within bounds — what a model's owner can allow in REG/<model>/sentier.json. -1: not so.
+  double all_rules_ms = -1.0;
+  int64_t all_rules_peak_bytes = -1, all_rules_forward_peak_bytes = -1;
+  double memory_margin_for_all_rules = -1.0;
   bool confirmed = true;                 // false: faster at first, not when timed again
   double confirm_ms = -1.0, confirm_original_ms = -1.0;  // that second timing
   // Rules left out (slower with them, or over in memory) that fire on this model in some

@@ -79,6 +79,19 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
   EXPECT_EQ(sel->dropped, std::vector<std::string>{"batch_linear"});
   EXPECT_TRUE(sel->within_memory);
   EXPECT_LE(sel->optimized_peak_bytes, sel->original_peak_bytes * 101 / 100);
+  // Where every rule together was faster than what is kept, the selection names the margin
+  // that would allow it (timings on this machine decide whether it was).
+  if (sel->memory_margin_for_all_rules >= 0) {
+    EXPECT_TRUE(LogHas(*sel, "every rule would be kept with memory_margin"));
+    EXPECT_LT(sel->all_rules_ms, sel->optimized_ms);
+    VerdictMargins allow;
+    allow.memory = sel->memory_margin_for_all_rules;
+    allow.memory_floor_bytes = 0;
+    EXPECT_EQ(ExcessPeakBytes(sel->original_peak_bytes, sel->all_rules_peak_bytes, allow), 0);
+    EXPECT_GT(sel->memory_margin_for_all_rules, 0.01);
+  } else {
+    EXPECT_FALSE(LogHas(*sel, "every rule would be kept"));
+  }
   // Nothing else fires on this model, so nothing is left to publish.
   EXPECT_FALSE(sel->faster);
   EXPECT_TRUE(sel->nothing_fires_within_memory);
@@ -108,6 +121,28 @@ TEST(VerdictTest, PeakMayGrowByTheMarginOrTheFloorWhicheverIsMore) {
   EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 14 * kMiB, m), 14 * kMiB - static_cast<int64_t>(10 * kMiB * 1.01));
   m.memory = -1;  // off
   EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 100 * kMiB, m), 0);
+}
+
+TEST(VerdictTest, MemoryMarginNeededIsTheSmallestHundredthsThatFit) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_EQ(MemoryMarginNeeded(100 * kMiB, 150 * kMiB), 0.50);
+  EXPECT_EQ(MemoryMarginNeeded(100 * kMiB, 150 * kMiB + 1), 0.51);
+  EXPECT_EQ(MemoryMarginNeeded(50 * kMiB, 82 * kMiB), 0.64);  // towers on the H200
+  EXPECT_EQ(MemoryMarginNeeded(100 * kMiB, 90 * kMiB), 0.0);
+  EXPECT_EQ(MemoryMarginNeeded(-1, 90 * kMiB), -1.0);
+  EXPECT_EQ(MemoryMarginNeeded(100 * kMiB, -1), -1.0);
+  // The margin it names is within bounds, one hundredth less is not (the fraction alone).
+  VerdictMargins m;
+  m.memory_floor_bytes = 0;
+  for (int64_t orig : {int64_t{1000}, int64_t{12345677}, 48 * kMiB + 17}) {
+    for (int64_t extra : {int64_t{1}, orig / 3 + 7, orig * 2 + 1, orig / 100}) {
+      const double need = MemoryMarginNeeded(orig, orig + extra);
+      m.memory = need;
+      EXPECT_EQ(ExcessPeakBytes(orig, orig + extra, m), 0) << orig << " + " << extra;
+      m.memory = need - 0.01;
+      EXPECT_GT(ExcessPeakBytes(orig, orig + extra, m), 0) << orig << " + " << extra;
+    }
+  }
 }
 
 TEST_F(CostSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemory) {

@@ -49,6 +49,22 @@ inline int64_t ExcessPeakBytes(int64_t original_peak, int64_t candidate_peak, co
   return std::max<int64_t>(0, candidate_peak - limit);
 }
 
+// MemoryMarginNeeded: the smallest memory margin, in hundredths, under which `candidate_peak` is
+// within bounds of `original_peak` by the fraction alone (what a user would write as
+// `memory_margin`); 0 when it is not above the original; -1 when a figure is unknown.
+inline double MemoryMarginNeeded(int64_t original_peak, int64_t candidate_peak) {
+  if (original_peak <= 0 || candidate_peak < 0) return -1.0;
+  if (candidate_peak <= original_peak) return 0.0;
+  // Hundredths, rounded up; then up while ExcessPeakBytes' rounding of the limit leaves a byte
+  // over.
+  int64_t hundredths = ((candidate_peak - original_peak) * 100 + original_peak - 1) / original_peak;
+  while (static_cast<int64_t>(static_cast<double>(original_peak) * (1.0 + hundredths / 100.0)) <
+         candidate_peak) {
+    ++hundredths;
+  }
+  return hundredths / 100.0;
+}
+
 // Judge: memory first (a faster model that needs more memory is not published), then speed.
 inline Verdict Judge(const StepFigures& original, const StepFigures& candidate, const VerdictMargins& m) {
   if (ExcessPeakBytes(original.peak_bytes, candidate.peak_bytes, m) > 0) return Verdict::kMoreMemory;

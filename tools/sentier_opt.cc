@@ -253,7 +253,13 @@ int Run() {
                           selection.optimized_ms, selection.original_ms,
                           selection.optimized_peak_bytes / 1048576.0,
                           selection.original_peak_bytes / 1048576.0) +
-          " per " + FLAGS_mode + " step on " + device_name + ")");
+          " per " + FLAGS_mode + " step on " + device_name + ")" +
+          (selection.memory_margin_for_all_rules >= 0
+               ? absl::StrFormat("; every rule together: %.3f ms at %.1f MiB, within "
+                                 "--memory_margin=%.2f",
+                                 selection.all_rules_ms, selection.all_rules_peak_bytes / 1048576.0,
+                                 selection.memory_margin_for_all_rules)
+               : std::string()));
     }
     rules = selection.rules;
   } else if (FLAGS_cost != "none") {

@@ -168,6 +168,9 @@ int RunOptimizeJob(const JobSpec& spec) {
     // The never-slower gate's rule selection, timed on the job's device.
     std::shared_ptr<const RuleSet> use = *rules;
     std::string unchanged_reason = "No rule applied, so the artifact is a copy of the original model.";
+    // Where the memory bound held back rules that were faster together: what the model's owner
+    // can allow for them (appended to the reason, optimized or not).
+    std::string memory_hint;
     if (select) {
       auto ts = Clock::now();
       CostOptions cost;
@@ -182,6 +185,13 @@ int RunOptimizeJob(const JobSpec& spec) {
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
       AddSelection(*sel, device, spec.mode, &j);
       use = sel->rules;  // empty when no set pays
+      if (sel->memory_margin_for_all_rules >= 0) {
+        memory_hint = absl::StrFormat(
+            " With every rule, a step took %.3f ms at a peak of %.1f MiB (original %.3f ms, %.1f "
+            "MiB): {\"memory_margin\": %.2f} in %s/sentier.json would allow it.",
+            sel->all_rules_ms, sel->all_rules_peak_bytes / 1048576.0, sel->original_ms,
+            sel->original_peak_bytes / 1048576.0, sel->memory_margin_for_all_rules, spec.model);
+      }
       if (sel->nothing_fires_within_memory) {
         unchanged_reason = absl::StrFormat(
             "Every set of rules that changes the model raised peak memory on %s beyond the bound "
@@ -217,7 +227,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       if (!copied.ok()) return OutputFailed(spec, copied.message());
       j["aten_ops_per_forward_after"] = *before_ops;  // the artifact is the original
       j["status"] = std::string(ReportStatusName(ReportStatus::kUnchanged));
-      j["reason"] = reason;
+      j["reason"] = reason + memory_hint;
       return -1;
     };
     int done = -1;
@@ -265,7 +275,7 @@ int RunOptimizeJob(const JobSpec& spec) {
                             {"tensors_compared", checked->findings.size()}};
       j["status"] = std::string(ReportStatusName(ReportStatus::kOptimized));
       j["reason"] = absl::StrCat(total, " rewrites applied and validated on ", device_name, " (",
-                                 mode, ").");
+                                 mode, ").", memory_hint);
       if (timed) {
         // The never-slower gate on the timed step of the published artifact.
         StepFigures ref{training ? checked->reference_train_ms : checked->reference_ms,
