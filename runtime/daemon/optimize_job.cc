@@ -186,11 +186,18 @@ int RunOptimizeJob(const JobSpec& spec) {
       AddSelection(*sel, device, spec.mode, &j);
       use = sel->rules;  // empty when no set pays
       if (sel->memory_margin_for_all_rules >= 0) {
+        std::string forward;
+        if (cost.inference_too && sel->all_rules_forward_peak_bytes >= 0) {
+          forward = absl::StrFormat("; forward peak %.1f vs %.1f MiB",
+                                    sel->all_rules_forward_peak_bytes / 1048576.0,
+                                    sel->original_forward_peak_bytes / 1048576.0);
+        }
         memory_hint = absl::StrFormat(
             " With every rule, a step took %.3f ms at a peak of %.1f MiB (original %.3f ms, %.1f "
-            "MiB): {\"memory_margin\": %.2f} in %s/sentier.json would allow it.",
+            "MiB%s): {\"memory_margin\": %.2f} in the registry's %s/sentier.json would allow it.",
             sel->all_rules_ms, sel->all_rules_peak_bytes / 1048576.0, sel->original_ms,
-            sel->original_peak_bytes / 1048576.0, sel->memory_margin_for_all_rules, spec.model);
+            sel->original_peak_bytes / 1048576.0, forward, sel->memory_margin_for_all_rules,
+            spec.model);
       }
       if (sel->nothing_fires_within_memory) {
         unchanged_reason = absl::StrFormat(
