@@ -79,6 +79,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   auto original = LoadModel(model_path);
   if (!original.ok()) return original.status();
   CostSelection sel;
+  sel.stacked_parameters = options.stacked_parameters;
   Trial orig;
   auto best = Measure(model_path, *original, samples, rules, options, &orig);
   if (!best.ok()) return best.status();

@@ -50,6 +50,7 @@ struct CostOptions {
 struct CostSelection {
   std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
   bool faster = false;                   // the selected set beats the original
+  bool stacked_parameters = false;       // the layout the sets were measured in (CostOptions)
   bool none_fired = false;               // no rule applies to this model at all
   double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set

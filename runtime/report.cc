@@ -48,6 +48,9 @@ void AddSelection(const CostSelection& selection, Device device, ValidationMode 
                   nlohmann::json* j) {
   (*j)["selection"] = {{"device", std::string(DeviceName(device))},
                        {"mode", std::string(ValidationModeName(mode))},
+                       {"param_layout", std::string(ParameterLayoutName(
+                                            selection.stacked_parameters ? ParameterLayout::kStacked
+                                                                         : ParameterLayout::kOriginal))},
                        {"faster", selection.faster},
                        {"within_memory", selection.within_memory},
                        {"nothing_fires_within_memory", selection.nothing_fires_within_memory},

@@ -207,6 +207,15 @@ int Run() {
     std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": unchanged: " << reason << "\n";
     return write_report();
   };
+  // The layout first: the gate measures the artifact in the layout it will be written in.
+  absl::StatusOr<sentier::ParameterLayout> layout = sentier::ParseParameterLayout(FLAGS_param_layout);
+  if (!layout.ok()) {
+    return Fail(kBadInput, absl::StrCat("--param_layout must be original or stacked, not '", FLAGS_param_layout, "'"));
+  }
+  if (*layout == sentier::ParameterLayout::kStacked) {
+    if (!model->is_module) return Fail(kBadInput, "--param_layout=stacked needs a .pt model");
+    opts.stacked_parameters = true;
+  }
   sentier::CostSelection selection;
   bool measured = false;
   if (FLAGS_cost == "measure") {
@@ -229,6 +238,7 @@ int Run() {
     }
     copts.training = *mode == sentier::ValidationMode::kTraining;
     copts.margins.memory = FLAGS_memory_margin;
+    copts.stacked_parameters = opts.stacked_parameters;
     const std::string device_name(sentier::DeviceName(copts.device));
     j["device"] = device_name;
     std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());
@@ -266,14 +276,6 @@ int Run() {
     return Fail(kBadInput, absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
   }
   if (model->is_module) opts.self = model->module._ivalue();
-  absl::StatusOr<sentier::ParameterLayout> layout = sentier::ParseParameterLayout(FLAGS_param_layout);
-  if (!layout.ok()) {
-    return Fail(kBadInput, absl::StrCat("--param_layout must be original or stacked, not '", FLAGS_param_layout, "'"));
-  }
-  if (*layout == sentier::ParameterLayout::kStacked) {
-    if (!model->is_module) return Fail(kBadInput, "--param_layout=stacked needs a .pt model");
-    opts.stacked_parameters = true;
-  }
   j["param_layout"] = std::string(sentier::ParameterLayoutName(*layout));
   opts.after_pass = [&](const std::string& pass, const torch::jit::Graph& graph) {
     if (!print_after_all && print_after.count(pass) == 0) return;

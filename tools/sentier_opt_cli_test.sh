@@ -76,6 +76,13 @@ check bad_rules_path 2 "no_such_dir" -- "$OPT" --input="$T/model.pt" --output="$
 
 # --cost=measure: times the result and keeps only rewrites that pay (CPU timing here).
 check cost_measure 0 "cost: all rules" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --inputs="$T/inputs.pt" --rules="$RULES" --cost=measure --device=cpu --mode=inference
+# The gate measures the artifact in the layout it writes: with --param_layout=stacked, every
+# measured set has stacked parameters (report: selection.param_layout).
+TOWERS="$RUN/testdata/models/torch1.13/towers"
+check cost_measure_stacked 0 "cost: all rules" -- "$OPT" --input="$TOWERS/scripted.pt" --output="$T/cost_stacked.pt" --inputs="$TOWERS/inputs.pt" --rules="$RULES" --cost=measure --device=cpu --param_layout=stacked --report="$T/cost_stacked.json"
+# (The report is indented by two per level: the selection's keys by four.)
+grep -qE '^    "param_layout": "stacked",?$' "$T/cost_stacked.json" ||
+  { echo "FAIL cost_measure_stacked: the gate did not measure the stacked layout"; grep -A3 '"selection"' "$T/cost_stacked.json"; fails=$((fails + 1)); }
 check cost_needs_inputs 2 "needs a .pt model and --inputs" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=measure
 check cost_bad_value 2 "--cost must be none or measure" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=bogus
 
