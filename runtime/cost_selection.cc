@@ -34,6 +34,7 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   OptimizeOptions opts;
   opts.sample_inputs = &with_self;
   opts.stacked_parameters = options.stacked_parameters;
+  opts.max_rounds = options.max_rounds;
   auto report = OptimizeGraph(model->graph, rules, opts);
   if (!report.ok()) return report.status();
   CheckOptions check;

@@ -45,6 +45,7 @@ struct CostOptions {
   VerdictMargins margins;       // speed and peak-memory margins (runtime/verdict.h)
   bool stacked_parameters = false;  // measure artifacts with stacked parameters (the layout
                                     // that will be published)
+  int max_rounds = 16;  // rounds of rules per trial (OptimizeOptions::max_rounds), as the artifact gets
 };
 
 struct CostSelection {

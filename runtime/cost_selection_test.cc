@@ -99,6 +99,16 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
   EXPECT_EQ(sel->rules->size(), 0u);  // the original: no rule to apply
 }
 
+TEST_F(CostSelectionTest, TrialsRunTheCallersRoundsOfRules) {
+  CostOptions opts;
+  opts.max_rounds = 0;  // as sentier_opt --max_rounds=0: no rule may apply in any trial
+  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
+  EXPECT_TRUE(sel->none_fired);
+  EXPECT_FALSE(sel->faster);
+}
+
 TEST_F(CostSelectionTest, PeaksWithinTheFloorAreNotWeighed) {
   CostOptions opts;  // the default floor (4 MiB) is far above this model's extra KiB
   auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
