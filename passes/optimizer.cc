@@ -12,6 +12,7 @@
 #include "passes/remove_dead_nodes.h"
 #include "passes/sample_inputs.h"
 #include "passes/shape_facts.h"
+#include "passes/torch_error.h"
 
 namespace sentier {
 namespace {
@@ -139,7 +140,7 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
   } catch (const std::exception& e) {
     std::string what = e.what();
     return absl::InternalError(
-        absl::StrCat("optimization failed: ", what.substr(0, what.find('\n'))));
+        absl::StrCat("optimization failed: ", TorchErrorMessage(what)));
   }
   report.nodes_after = CountNodes(*graph);
   report.optimize_ms =

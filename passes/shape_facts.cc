@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/module_state.h"
 #include "passes/sample_inputs.h"
+#include "passes/torch_error.h"
 
 namespace sentier {
 
@@ -94,7 +95,7 @@ absl::StatusOr<std::vector<c10::IValue>> RunProbed(const std::shared_ptr<Graph>&
   } catch (const std::exception& e) {
     std::string what = e.what();
     return absl::InvalidArgumentError(
-        absl::StrCat("running the graph on the sample inputs failed: ", what.substr(0, what.find('\n'))));
+        absl::StrCat("running the graph on the sample inputs failed: ", TorchErrorMessage(what)));
   }
 }
 

@@ -1,5 +1,6 @@
 // cuda_kernels.cc — Kineto-based kernel counting (CUDA builds only; see the header).
 #include "runtime/cuda_kernels.h"
+#include "passes/torch_error.h"
 
 #ifdef SENTIER_WITH_CUDA
 #include <set>
@@ -56,7 +57,7 @@ absl::StatusOr<int64_t> CountCudaKernels(torch::jit::Module& module,
     return kernels;
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return absl::InternalError(what.substr(0, what.find('\n')));
+    return absl::InternalError(TorchErrorMessage(what));
   }
 }
 #else

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "passes/module_state.h"
 #include "passes/sample_inputs.h"
+#include "passes/torch_error.h"
 
 namespace sentier {
 
@@ -82,7 +83,7 @@ absl::StatusOr<std::vector<c10::IValue>> RunGraph(const std::shared_ptr<Graph>& 
   } catch (const std::exception& e) {
     std::string what = e.what();
     return absl::InvalidArgumentError(
-        absl::StrCat("running the graph failed: ", what.substr(0, what.find('\n'))));
+        absl::StrCat("running the graph failed: ", TorchErrorMessage(what)));
   }
 }
 

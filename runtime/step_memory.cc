@@ -1,5 +1,6 @@
 // step_memory.cc — peak bytes of one step (see the header).
 #include "runtime/step_memory.h"
+#include "passes/torch_error.h"
 
 #include <algorithm>
 #include <memory>
@@ -59,7 +60,7 @@ class PeakReporter : public c10::MemoryReportingInfoBase {
 
 absl::Status StepError(const std::exception& e) {
   std::string what = e.what();
-  return absl::InternalError(what.substr(0, what.find('\n')));
+  return absl::InternalError(TorchErrorMessage(what));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
 #include "runtime/torch_settings.h"
+#include "passes/torch_error.h"
 
 DEFINE_string(reference, "", "the original model (.pt)");
 DEFINE_string(candidate, "", "the optimized model (.pt)");
@@ -190,6 +191,6 @@ int main(int argc, char** argv) {
     return Run();
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Fail(2, absl::StrCat("error: ", what.substr(0, what.find('\n'))));
+    return Fail(2, absl::StrCat("error: ", sentier::TorchErrorMessage(what)));
   }
 }

@@ -42,6 +42,7 @@
 #include "runtime/torch_settings.h"
 #include "passes/canonicalize/pipeline.h"
 #include "passes/debug_log.h"
+#include "passes/torch_error.h"
 
 DEFINE_string(input, "", "model to optimize: a TorchScript archive (.pt) or text IR (.ir)");
 DEFINE_string(output, "", "where to write the result (.pt or .ir)");
@@ -374,6 +375,6 @@ int main(int argc, char** argv) {
     return Run();
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Fail(kInternal, absl::StrCat("internal error: ", what.substr(0, what.find('\n'))));
+    return Fail(kInternal, absl::StrCat("internal error: ", sentier::TorchErrorMessage(what)));
   }
 }
