@@ -77,6 +77,16 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+absl::Status CheckWritableDirOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Errno("cannot write into the directory", dir);
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(ENOTDIR, "cannot write into the directory", dir);
+  if (::access(dir.c_str(), W_OK) != 0) return Errno("cannot write into the directory", dir);
+  return absl::OkStatus();
+}
+
 absl::Status FsyncPath(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Errno("cannot open", path);

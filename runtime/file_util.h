@@ -29,6 +29,10 @@ absl::Status WriteFileSynced(const std::string& path, const std::string& content
 // directory fsynced: after a crash or a failed write the file is complete or absent (the
 // temporary file is removed on failure).
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+// CheckWritableDirOf: the directory that will hold `path` (its parent; "." for a bare name)
+// exists, is a directory and is writable — so a tool can refuse an output it could not write
+// before spending minutes on the work.
+absl::Status CheckWritableDirOf(const std::string& path);
 // FsyncPath: fsync of a file or directory.
 absl::Status FsyncPath(const std::string& path);
 // Sha256OfFile: sha256 of the file's bytes, lowercase hex.

@@ -73,6 +73,10 @@ int Run() {
   }
   opts.inference = *mode != sentier::ValidationMode::kTraining;
   opts.training = *mode != sentier::ValidationMode::kInference;
+  if (!FLAGS_report.empty()) {  // refused before the check runs, not after
+    absl::Status writable = sentier::CheckWritableDirOf(FLAGS_report);
+    if (!writable.ok()) return Fail(2, std::string(writable.message()));
+  }
   if (FLAGS_dtype == "bfloat16") {
     opts.dtype = c10::kBFloat16;
   } else if (FLAGS_dtype != "float32") {

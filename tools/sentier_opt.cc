@@ -156,6 +156,12 @@ int Run() {
     return Fail(kBadInput, absl::StrCat("cannot write '", FLAGS_output,
                                         "': a .pt output needs a .pt input (text IR has no module)"));
   }
+  // Where the results go must be writable before any work starts.
+  for (const std::string& out : {FLAGS_output, FLAGS_report}) {
+    if (out.empty()) continue;
+    absl::Status writable = sentier::CheckWritableDirOf(out);
+    if (!writable.ok()) return Fail(kBadInput, std::string(writable.message()));
+  }
   std::vector<c10::IValue> samples;
   sentier::OptimizeOptions opts;
   opts.max_rounds = FLAGS_max_rounds;

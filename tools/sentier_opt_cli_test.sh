@@ -61,6 +61,11 @@ check newer_torch_archive 2 "transformer/scripted\.pt': Unknown builtin op: aten
 # Sample inputs of another model: the graph does not run on them. The warning quotes the cause
 # (the interpreter's RuntimeError), not the first line of LibTorch's traceback.
 check samples_of_another_model 0 "no shape facts: running the graph on the sample inputs failed: RuntimeError: list index out of range" -- "$OPT" --input="$RUN/testdata/models/torch1.13/wide/scripted.pt" --output="$T/wide_other.pt" --inputs="$RUN/testdata/models/torch1.13/towers/inputs.pt" --rules="$RULES"
+# An output or report that cannot be written is refused before any work: nothing is written.
+check output_dir_missing 2 "cannot write into the directory '$T/no_such_dir'" -- "$OPT" --input="$T/model.pt" --output="$T/no_such_dir/out.pt" --rules="$RULES"
+check report_dir_missing 2 "cannot write into the directory '$T/no_such_dir'" -- "$OPT" --input="$T/model.pt" --output="$T/report_dir_missing.pt" --report="$T/no_such_dir/r.json" --rules="$RULES"
+[[ ! -e "$T/report_dir_missing.pt" ]] || { echo "FAIL report_dir_missing: the artifact was written"; fails=$((fails + 1)); }
+check check_report_dir_missing 2 "cannot write into the directory '$T/no_such_dir'" -- "$CHECK" --reference="$T/model.pt" --candidate="$T/model.pt" --inputs="$T/inputs.pt" --report="$T/no_such_dir/c.json"
 check broken_ir 2 "broken\.ir" -- "$OPT" --input="$T/broken.ir" --output="$T/bad_out.ir" --rules="$RULES"
 check bad_samples 2 "random\.pt" -- "$OPT" --input="$T/model.pt" --output="$T/bad_out.pt" --inputs="$T/random.pt" --rules="$RULES"
 [[ -e "$T/bad_out.pt" || -e "$T/bad_out.ir" ]] && { echo "FAIL partial output left behind"; fails=$((fails + 1)); }
