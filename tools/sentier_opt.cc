@@ -332,7 +332,12 @@ int Run() {
     fired.push_back(absl::StrCat(name, " x", n));
     total += n;
   }
-  if (total == 0) return keep_original("no rule applied (0 rewrites)");
+  if (total == 0) {
+    return keep_original(FLAGS_inputs.empty() && model->is_module
+                             ? "no rule applied (0 rewrites; without --inputs no sizes are known, "
+                               "and most rules need them: splits by size, batching)"
+                             : "no rule applied (0 rewrites)");
+  }
   if (!measured && !FLAGS_allow_growth && ops_after > ops_before) {
     return keep_original(absl::StrFormat(
         "the rewritten graph runs more aten ops per forward (%d vs %d) and nothing was timed to "

@@ -66,6 +66,8 @@ check output_dir_missing 2 "cannot write into the directory '$T/no_such_dir'" --
 check report_dir_missing 2 "cannot write into the directory '$T/no_such_dir'" -- "$OPT" --input="$T/model.pt" --output="$T/report_dir_missing.pt" --report="$T/no_such_dir/r.json" --rules="$RULES"
 [[ ! -e "$T/report_dir_missing.pt" ]] || { echo "FAIL report_dir_missing: the artifact was written"; fails=$((fails + 1)); }
 check check_report_dir_missing 2 "cannot write into the directory '$T/no_such_dir'" -- "$CHECK" --reference="$T/model.pt" --candidate="$T/model.pt" --inputs="$T/inputs.pt" --report="$T/no_such_dir/c.json"
+# Without --inputs nothing is known of the sizes: the message says why nothing applied.
+check no_inputs_hint 0 "no rule applied \(0 rewrites; without --inputs no sizes are known" -- "$OPT" --input="$RUN/testdata/models/torch1.13/towers/scripted.pt" --output="$T/towers_noinputs.pt" --rules="$RULES"
 check broken_ir 2 "broken\.ir" -- "$OPT" --input="$T/broken.ir" --output="$T/bad_out.ir" --rules="$RULES"
 check bad_samples 2 "random\.pt" -- "$OPT" --input="$T/model.pt" --output="$T/bad_out.pt" --inputs="$T/random.pt" --rules="$RULES"
 [[ -e "$T/bad_out.pt" || -e "$T/bad_out.ir" ]] && { echo "FAIL partial output left behind"; fails=$((fails + 1)); }
