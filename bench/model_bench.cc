@@ -289,7 +289,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
     cost.training = true;
     cost.inference_too = true;
     cost.verify_each = false;  // the final artifact is checked below
-    cost.stacked_parameters = flags.param_layout == "stacked";
+    cost.optimize.stacked_parameters = flags.param_layout == "stacked";
     auto sel = SelectRulesByMeasurement(orig_path, bm.inputs(p->batch), rules, cost);
     p->gate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
     if (!sel.ok()) throw std::runtime_error(std::string(sel.status().message()));

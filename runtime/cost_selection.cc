@@ -31,10 +31,10 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   if (!model.ok()) return model.status();
   std::vector<c10::IValue> with_self = {model->module._ivalue()};
   with_self.insert(with_self.end(), samples.begin(), samples.end());
-  OptimizeOptions opts;
+  OptimizeOptions opts = options.optimize;
+  opts.self = c10::IValue();  // this trial's module, from with_self[0]
   opts.sample_inputs = &with_self;
-  opts.stacked_parameters = options.stacked_parameters;
-  opts.max_rounds = options.max_rounds;
+  opts.after_pass = nullptr;
   auto report = OptimizeGraph(model->graph, rules, opts);
   if (!report.ok()) return report.status();
   CheckOptions check;
@@ -80,7 +80,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   auto original = LoadModel(model_path);
   if (!original.ok()) return original.status();
   CostSelection sel;
-  sel.stacked_parameters = options.stacked_parameters;
+  sel.stacked_parameters = options.optimize.stacked_parameters;
   Trial orig;
   auto best = Measure(model_path, *original, samples, rules, options, &orig);
   if (!best.ok()) return best.status();

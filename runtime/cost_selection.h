@@ -11,9 +11,9 @@
 //
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
 // original's (the training step's; with inference_too the forward's as well), by more than
-// memory_margin, is not acceptable however fast. When the whole set is over, the batching
-// (group) rules that fired are left out and added back one at a time, in load order, where the
-// set stays within bounds and gets faster; the greedy pass for speed then only accepts sets
+// memory_margin, is not acceptable however fast. When the whole set is over, every batching
+// (group) rule is left out, and those that fired are added back one at a time, in load order,
+// where they fire, the set stays within bounds and gets faster; the greedy pass for speed then only accepts sets
 // within bounds. When no set is within bounds, the selection is not `faster` and the caller
 // publishes the original.
 //
@@ -29,6 +29,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "absl/status/statusor.h"
+#include "passes/optimizer.h"
 #include "passes/rule_set.h"
 #include "runtime/options_enums.h"
 #include "runtime/verdict.h"
@@ -43,9 +44,10 @@ struct CostOptions {
   bool verify_each = true;      // check every measured set for equivalence (else only time
                                 // them; the caller must then validate the final artifact)
   VerdictMargins margins;       // speed and peak-memory margins (runtime/verdict.h)
-  bool stacked_parameters = false;  // measure artifacts with stacked parameters (the layout
-                                    // that will be published)
-  int max_rounds = 16;  // rounds of rules per trial (OptimizeOptions::max_rounds), as the artifact gets
+  // How every measured set is optimized: the options the published artifact will be made with
+  // (layout, rounds), so that the gate judges that artifact. Each trial puts its own module and
+  // sample inputs in place of `self` and `sample_inputs`; `after_pass` is not called.
+  OptimizeOptions optimize;
 };
 
 struct CostSelection {

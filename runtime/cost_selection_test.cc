@@ -101,7 +101,7 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
 
 TEST_F(CostSelectionTest, TrialsRunTheCallersRoundsOfRules) {
   CostOptions opts;
-  opts.max_rounds = 0;  // as sentier_opt --max_rounds=0: no rule may apply in any trial
+  opts.optimize.max_rounds = 0;  // as sentier_opt --max_rounds=0: no rule may apply in any trial
   auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));

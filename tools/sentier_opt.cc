@@ -245,8 +245,7 @@ int Run() {
     }
     copts.training = *mode == sentier::ValidationMode::kTraining;
     copts.margins.memory = FLAGS_memory_margin;
-    copts.stacked_parameters = opts.stacked_parameters;
-    copts.max_rounds = opts.max_rounds;
+    copts.optimize = opts;  // the artifact's options: layout and rounds
     const std::string device_name(sentier::DeviceName(copts.device));
     j["device"] = device_name;
     std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());

@@ -179,7 +179,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       cost.inference_too = spec.mode == ValidationMode::kBoth;
       cost.verify_each = false;  // the artifact is validated below
       cost.margins = margins;
-      cost.stacked_parameters = stacked;
+      cost.optimize.stacked_parameters = stacked;
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
