@@ -116,12 +116,14 @@ struct RewriteStmt {
     kUnpack,   // %outs... = unpack(list_expr, count_expr)
     kReplace,  // replace A with B                (A, B: value or value sequence)
     kCall,     // call builtin(args)               (a named builtin transform)
+    kEach,     // %outs... = each aten::op(args)  (one node per member of the sequences)
+    kConstants,  // %outs... = constants(list_expr) (one constant value per list element)
   };
   Kind kind = Kind::kInsert;
   std::string output;  // kInsert/kUnpack: the name defined (without %)
-  std::string op;      // kInsert: the operator; kCall: the builtin's name
+  std::string op;      // kInsert/kEach: the operator; kCall: the builtin's name
   std::vector<ExprPtr> args;
-  // kInsert: keyword arguments (`alpha=$a`), required for keyword-only schema arguments.
+  // kInsert/kEach: keyword arguments (`alpha=$a`), required for keyword-only schema arguments.
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   ExprPtr from;  // kReplace
   ExprPtr to;    // kReplace

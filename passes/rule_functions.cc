@@ -122,6 +122,17 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                 SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                 return Datum::Int(std::accumulate(xs.begin(), xs.end(), int64_t{0}));
               }};
+  f["offsets"] = {1, 1, "offsets(list): where each int's run starts when they are laid end to end: [0, a, a+b, ...]",
+                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                    SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
+                    std::vector<Datum> out;
+                    int64_t at = 0;
+                    for (int64_t x : xs) {
+                      out.push_back(Datum::Int(at));
+                      at += x;
+                    }
+                    return Datum::List(std::move(out));
+                  }};
   f["min"] = {1, 1, "min(list): smallest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
                 SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                 if (xs.empty()) return Err("min of an empty list");

@@ -868,7 +868,8 @@ class FileParser {
     const Token out = ts.Peek();
     if (out.kind != Token::Kind::kValue) {
       return ts.ErrorHere(absl::StrCat(
-          "expected '%name = op(...)', '%names... = unpack(...)', 'replace' or 'call'", ts.Found()));
+          "expected '%name = op(...)', '%names... = unpack(...)', '%names... = each op(...)', "
+          "'%names... = constants(...)', 'replace' or 'call'", ts.Found()));
     }
     ts.Next();
     stmt.output = out.text;
@@ -879,9 +880,21 @@ class FileParser {
     }
     ts.Next();
     stmt.op = op.text;
-    if (op.text == "unpack") {
-      stmt.kind = RewriteStmt::Kind::kUnpack;
-      if (!out.variadic) return ts.ErrorAt(out, "unpack(...) defines a sequence: write %name...");
+    if (op.text == "unpack" || op.text == "constants") {
+      stmt.kind = op.text == "unpack" ? RewriteStmt::Kind::kUnpack : RewriteStmt::Kind::kConstants;
+      if (!out.variadic) {
+        return ts.ErrorAt(out, absl::StrCat(op.text, "(...) defines a sequence: write %name..."));
+      }
+    } else if (op.text == "each") {
+      stmt.kind = RewriteStmt::Kind::kEach;
+      if (!out.variadic) return ts.ErrorAt(out, "each defines a sequence: write %name...");
+      const Token each_op = ts.Peek();
+      if (each_op.kind != Token::Kind::kIdent || each_op.text.find("::") == std::string::npos) {
+        return ts.ErrorHere(absl::StrCat("expected an operator such as aten::add after 'each'",
+                                         ts.Found()));
+      }
+      ts.Next();
+      stmt.op = each_op.text;
     } else {
       stmt.kind = RewriteStmt::Kind::kInsert;
       if (out.variadic) return ts.ErrorAt(out, "an operator defines one value: drop the '...'");
@@ -891,8 +904,9 @@ class FileParser {
       }
     }
     SENTIER_RETURN_IF_ERROR(ts.Expect("("));
-    SENTIER_RETURN_IF_ERROR(ParseArgList(
-        ts, &stmt.args, stmt.kind == RewriteStmt::Kind::kInsert ? &stmt.kwargs : nullptr));
+    const bool takes_kwargs =
+        stmt.kind == RewriteStmt::Kind::kInsert || stmt.kind == RewriteStmt::Kind::kEach;
+    SENTIER_RETURN_IF_ERROR(ParseArgList(ts, &stmt.args, takes_kwargs ? &stmt.kwargs : nullptr));
     SENTIER_RETURN_IF_ERROR(ts.ExpectEnd());
     return stmt;
   }

@@ -107,7 +107,37 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
                 "where\n    $a ? 1\n  rewrite\n    replace %y with %x\nend\n",
                 "bad.rules:7:8: unexpected character '?'"},
-        BadCase{"rule r\n  family two words\n", "bad.rules:2:10: a family is one word"}));
+        BadCase{"rule r\n  family two words\n", "bad.rules:2:10: a family is one word"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
+                "rewrite\n    %j = each aten::neg(%x)\n    replace %y with %j\nend\n",
+                "bad.rules:7:5: each defines a sequence: write %name..."},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
+                "rewrite\n    %j... = each neg(%x)\n    replace %y with %x\nend\n",
+                "bad.rules:7:18: expected an operator such as aten::add after 'each'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
+                "rewrite\n    %c = constants([1])\n    replace %y with %x\nend\n",
+                "bad.rules:7:5: constants(...) defines a sequence: write %name..."}));
+
+// `each` and `constants` statements: one node per member, one constant per element.
+TEST(RuleParserTest, ParsesEachAndConstants) {
+  auto rules = ParseRules(
+      "rule r\n  family f\n  description d\n  group\n    %y = aten::relu(%x)\n  key\n"
+      "    1\n  rewrite\n    %c... = constants([0, 5])\n"
+      "    %j... = each aten::add(%x..., %c..., alpha=1)\n    replace %y... with %j...\nend\n",
+      "t.rules");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  const Rule& r = (*rules)[0];
+  ASSERT_EQ(r.rewrite.size(), 3u);
+  EXPECT_EQ(r.rewrite[0].kind, RewriteStmt::Kind::kConstants);
+  EXPECT_EQ(r.rewrite[0].output, "c");
+  ASSERT_EQ(r.rewrite[0].args.size(), 1u);
+  EXPECT_EQ(r.rewrite[1].kind, RewriteStmt::Kind::kEach);
+  EXPECT_EQ(r.rewrite[1].op, "aten::add");
+  EXPECT_EQ(r.rewrite[1].output, "j");
+  EXPECT_EQ(r.rewrite[1].args.size(), 2u);
+  ASSERT_EQ(r.rewrite[1].kwargs.size(), 1u);
+  EXPECT_EQ(r.rewrite[1].kwargs[0].first, "alpha");
+}
 
 }  // namespace
 }  // namespace sentier

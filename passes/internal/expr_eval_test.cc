@@ -74,6 +74,9 @@ TEST_F(ExprEvalTest, CapturesListsIndexingAndFunctions) {
   auto second = EvalText("%xs...[1]");
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->value, graph_->inputs()[1]);
+  auto offsets = EvalText("offsets([5, 7, 6])");
+  ASSERT_TRUE(offsets.ok()) << offsets.status();
+  EXPECT_TRUE(offsets->Equal(Datum::List({Datum::Int(0), Datum::Int(5), Datum::Int(12)})));
   auto len = EvalText("len(%xs...) + len($ks)");
   ASSERT_TRUE(len.ok()) << len.status();
   EXPECT_EQ(len->i, 4);

@@ -100,9 +100,10 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts) {
 
 // ProvablySameShape: a and b have equal sizes for every input the graph accepts, whatever the
 // batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; pieces
-// of two unbinds (or equal sections of two splits) on one dim of provably equal tensors; the
-// same shape-preserving op (pointwise, layer_norm, dropout, detach, linear with weights of equal
-// static sizes) applied to provably equal-shaped tensors and equal constants.
+// of two unbinds (or equal sections of two splits) on one dim of provably equal tensors;
+// selections on one dim of provably equal tensors (any indices); the same shape-preserving op
+// (pointwise, layer_norm, dropout, detach, linear with weights of equal static sizes) applied to
+// provably equal-shaped tensors and equal constants.
 bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
   if (a == b) return true;
   if (depth > 48) return false;
@@ -138,6 +139,14 @@ bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
   if (na->kind() != nb->kind() || na->inputs().size() != nb->inputs().size() ||
       na->outputs().size() != 1 || nb->outputs().size() != 1) {
     return false;
+  }
+  if (na->kind() == c10::aten::select && na->inputs().size() == 3) {
+    // x.select(d, i) drops dim d whatever i is: selections on one constant dim of provably
+    // equal-shaped tensors (`sparse[:, 0]`, `sparse[:, 1]`) are equal-shaped.
+    c10::optional<Datum> da = DatumFromConstant(na->input(1));
+    c10::optional<Datum> db = DatumFromConstant(nb->input(1));
+    if (!da || !db || !da->Equal(*db)) return false;
+    return ProvablySameShape(na->input(0), nb->input(0), facts, depth + 1);
   }
   static const char* kPreserving[] = {
       "aten::relu",  "aten::tanh",   "aten::sigmoid",    "aten::silu",     "aten::gelu",

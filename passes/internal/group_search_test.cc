@@ -2,7 +2,8 @@
 // shapes) are found and batched as one group; relus on unequal sections of a split are not
 // (the member that cannot be proved equal-shaped is left out, and the rest is too small a
 // group), and the graph is unchanged; relus in a chain try a group only as large as their
-// overlapping spans allow. FollowsBatch and ProvablySameShape on their own.
+// overlapping spans allow. FollowsBatch and ProvablySameShape (split pieces, selections) on
+// their own.
 #include "passes/internal/group_search.h"
 
 #include <gtest/gtest.h>
@@ -170,6 +171,25 @@ TEST(GroupSearchTest, ProvablySameShapeSeesEqualPiecesOnly) {
   // Without shape facts every computed tensor may follow the batch; constants never do.
   EXPECT_TRUE(FollowsBatch(a, nullptr));
   EXPECT_FALSE(FollowsBatch(g.value("zero"), nullptr));
+}
+
+// Selections on one dim drop that dim whatever the index: `x[:, 0]` and `x[:, 2]` are
+// equal-shaped for every batch; a selection on another dim, or of another tensor, is not.
+TEST(GroupSearchTest, ProvablySameShapeSeesSelectionsOnOneDim) {
+  auto g = ParseGraph(R"IR(
+graph(%x : Float(6, 4), %z : Float(6, 4)):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %s0 : Tensor = aten::select(%x, %one, %zero)
+  %s2 : Tensor = aten::select(%x, %one, %two)
+  %r0 : Tensor = aten::select(%x, %zero, %one)
+  %t0 : Tensor = aten::select(%z, %one, %zero)
+  return (%s0, %s2, %r0, %t0)
+)IR");
+  EXPECT_TRUE(ProvablySameShape(g.value("s0"), g.value("s2"), nullptr));
+  EXPECT_FALSE(ProvablySameShape(g.value("s0"), g.value("r0"), nullptr));
+  EXPECT_FALSE(ProvablySameShape(g.value("s0"), g.value("t0"), nullptr));
 }
 
 }  // namespace

@@ -46,45 +46,67 @@ class Rewriter {
       for (const RewriteStmt& s : rule_.ast.rewrite) {
         switch (s.kind) {
           case RewriteStmt::Kind::kInsert: {
-            absl::StatusOr<std::vector<Datum>> evaluated = EvalAll(s.args, ctx_);
-            if (!evaluated.ok()) return Fail(evaluated.status());
-            std::vector<Datum> args = std::move(*evaluated);
-            std::vector<std::pair<std::string, Datum>> kwargs;
-            std::vector<Datum> all = args;
-            for (const auto& [kw, a] : s.kwargs) {
-              auto d = Eval(*a, ctx_);
-              if (!d.ok()) return Fail(d.status());
-              kwargs.emplace_back(kw, *d);
-              all.push_back(*d);
+            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+            if (!args.ok()) return Fail(args.status());
+            absl::StatusOr<std::vector<std::pair<std::string, Datum>>> kwargs = EvalKwargs(s);
+            if (!kwargs.ok()) return Fail(kwargs.status());
+            absl::StatusOr<Value*> out = InsertOp(s.op, *args, *kwargs, block);
+            if (!out.ok()) return Fail(out.status());
+            ctx_.bindings->values[s.output] = *out;
+            break;
+          }
+          case RewriteStmt::Kind::kEach: {
+            // One node per member: every argument that is a value sequence gives its k-th value
+            // to node k (all such sequences have one length); other arguments go to every node.
+            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+            if (!args.ok()) return Fail(args.status());
+            absl::StatusOr<std::vector<std::pair<std::string, Datum>>> kwargs = EvalKwargs(s);
+            if (!kwargs.ok()) return Fail(kwargs.status());
+            size_t count = 0;
+            bool mismatch = false;
+            auto measure = [&](const Datum& d) {
+              if (d.kind != Datum::Kind::kValueSeq) return;
+              if (count != 0 && d.values.size() != count) mismatch = true;
+              count = d.values.size();
+            };
+            for (const Datum& d : *args) measure(d);
+            for (const auto& kw : *kwargs) measure(kw.second);
+            if (count == 0 || mismatch) {
+              return Fail(absl::InvalidArgumentError(absl::StrCat(
+                  "each ", s.op, " needs value sequences of one non-zero length")));
             }
-            Node* point = InsertPointFor(all, block);
-            torch::jit::WithInsertPoint guard(point);
-            std::vector<torch::jit::NamedValue> named, kwnamed;
-            for (const Datum& d : args) {
-              auto nv = ToNamedValue(d, g);
-              if (!nv.ok()) return Fail(nv.status());
-              named.push_back(*nv);
+            auto element = [](const Datum& d, size_t k) {
+              return d.kind == Datum::Kind::kValueSeq ? Datum::Val(d.values[k]) : d;
+            };
+            std::vector<Value*> outs;
+            for (size_t k = 0; k < count; ++k) {
+              std::vector<Datum> a;
+              for (const Datum& d : *args) a.push_back(element(d, k));
+              std::vector<std::pair<std::string, Datum>> kw;
+              for (const auto& [name, d] : *kwargs) kw.emplace_back(name, element(d, k));
+              absl::StatusOr<Value*> out = InsertOp(s.op, a, kw, block);
+              if (!out.ok()) return Fail(out.status());
+              outs.push_back(*out);
             }
-            for (const auto& [kw, d] : kwargs) {
-              auto nv = ToNamedValue(d, g);
-              if (!nv.ok()) return Fail(nv.status());
-              kwnamed.emplace_back(kw, nv->value(*g));
+            ctx_.bindings->seqs[s.output] = std::move(outs);
+            break;
+          }
+          case RewriteStmt::Kind::kConstants: {
+            auto list = Eval(*s.args[0], ctx_);
+            if (!list.ok()) return Fail(list.status());
+            if (list->kind != Datum::Kind::kList || list->list.empty()) {
+              return Fail(absl::InvalidArgumentError("constants(list) needs a non-empty list"));
             }
-            Value* out = g->insert(c10::Symbol::fromQualString(s.op), named, kwnamed);
-            Track(out->node());
-            // An overload reached only through an implicit conversion (a tensor passed where a
-            // Scalar goes) computes something else: refuse it.
-            for (Value* in : out->node()->inputs()) {
-              c10::Symbol k = in->node()->kind();
-              if (k == c10::aten::ScalarImplicit || k == c10::aten::IntImplicit ||
-                  k == c10::aten::FloatImplicit || k == c10::aten::ComplexImplicit) {
-                Track(in->node());
-                return Fail(absl::InvalidArgumentError(absl::StrCat(
-                    s.op, " matched only through an implicit ", k.toQualString(),
-                    " (pass keyword-only arguments as name=value)")));
-              }
+            std::vector<Value*> outs;
+            torch::jit::WithInsertPoint guard(block->nodes().front());
+            for (const Datum& d : list->list) {
+              auto iv = d.ToIValue();
+              if (!iv.ok()) return Fail(iv.status());
+              Value* c = g->insertConstant(*iv);
+              Track(c->node());
+              outs.push_back(c);
             }
-            ctx_.bindings->values[s.output] = out;
+            ctx_.bindings->seqs[s.output] = std::move(outs);
             break;
           }
           case RewriteStmt::Kind::kUnpack: {
@@ -148,6 +170,53 @@ class Rewriter {
   }
 
  private:
+  absl::StatusOr<std::vector<std::pair<std::string, Datum>>> EvalKwargs(const RewriteStmt& s) {
+    std::vector<std::pair<std::string, Datum>> kwargs;
+    for (const auto& [kw, a] : s.kwargs) {
+      auto d = Eval(*a, ctx_);
+      if (!d.ok()) return d.status();
+      kwargs.emplace_back(kw, *d);
+    }
+    return kwargs;
+  }
+
+  // Inserts one `op` node on these arguments, right after the latest definition among them.
+  absl::StatusOr<Value*> InsertOp(const std::string& op, const std::vector<Datum>& args,
+                                  const std::vector<std::pair<std::string, Datum>>& kwargs,
+                                  torch::jit::Block* block) {
+    Graph* g = ctx_.graph;
+    std::vector<Datum> all = args;
+    for (const auto& kw : kwargs) all.push_back(kw.second);
+    Node* point = InsertPointFor(all, block);
+    torch::jit::WithInsertPoint guard(point);
+    std::vector<torch::jit::NamedValue> named, kwnamed;
+    for (const Datum& d : args) {
+      auto nv = ToNamedValue(d, g);
+      if (!nv.ok()) return nv.status();
+      named.push_back(*nv);
+    }
+    for (const auto& [kw, d] : kwargs) {
+      auto nv = ToNamedValue(d, g);
+      if (!nv.ok()) return nv.status();
+      kwnamed.emplace_back(kw, nv->value(*g));
+    }
+    Value* out = g->insert(c10::Symbol::fromQualString(op), named, kwnamed);
+    Track(out->node());
+    // An overload reached only through an implicit conversion (a tensor passed where a
+    // Scalar goes) computes something else: refuse it.
+    for (Value* in : out->node()->inputs()) {
+      c10::Symbol k = in->node()->kind();
+      if (k == c10::aten::ScalarImplicit || k == c10::aten::IntImplicit ||
+          k == c10::aten::FloatImplicit || k == c10::aten::ComplexImplicit) {
+        Track(in->node());
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, " matched only through an implicit ", k.toQualString(),
+            " (pass keyword-only arguments as name=value)"));
+      }
+    }
+    return out;
+  }
+
   static std::vector<Value*> AsValues(const Datum& d) {
     if (d.kind == Datum::Kind::kValue) return {d.value};
     if (d.kind == Datum::Kind::kValueSeq) return d.values;

@@ -1,6 +1,7 @@
 // rewriter_test.cc — the transactional rewriter: a rewrite that inserts nodes and replaces a
 // value commits (FileCheck on the result); one whose statement fails, or whose replacement has
-// the wrong type, rolls back and leaves the graph exactly as it was.
+// the wrong type, rolls back and leaves the graph exactly as it was; `each` and `constants`
+// statements.
 #include "passes/internal/rewriter.h"
 
 #include <gtest/gtest.h>
@@ -90,6 +91,40 @@ TEST(RewriterTest, ReplacementOfAnotherTypeRollsBack) {
                                g, &error);
   EXPECT_EQ(res, ApplyResult::kNoMatch);
   EXPECT_TRUE(error.empty()) << error;
+  EXPECT_EQ(g->toString(), before);
+}
+
+// `constants` inserts one constant per element and `each` one node per member: here the
+// relu chain is replaced by x + 2 + 3, the second add reading the first.
+TEST(RewriterTest, EachInsertsOneNodePerElement) {
+  auto g = ParseGraph(kGraph);
+  std::string error;
+  ApplyResult res = RewriteAtY(RuleWithRewrite("    %c... = constants([2, 3])\n"
+                                               "    %j... = each aten::add(%x, %c...)\n"
+                                               "    %s = aten::add(%j...[0], %j...[1])\n"
+                                               "    replace %y with %s\n"),
+                               g, &error);
+  ASSERT_EQ(res, ApplyResult::kApplied) << error;
+  FileCheck().check("prim::Constant[value=2]")->run(*g);
+  FileCheck().check("prim::Constant[value=3]")->run(*g);
+  FileCheck().check_count("aten::add(%x", 2, /*exactly=*/true)->check("aten::tanh(")->run(*g);
+  Node* tanh = g.node("z");
+  EXPECT_EQ(tanh->input(0)->node()->kind(), c10::Symbol::fromQualString("aten::add"));
+}
+
+// Sequences of different lengths in one `each` are a defect of the rule: an error, and the
+// constants inserted before it are removed again.
+TEST(RewriterTest, EachOfUnequalSequencesFailsAndRollsBack) {
+  auto g = ParseGraph(kGraph);
+  const std::string before = g->toString();
+  std::string error;
+  ApplyResult res = RewriteAtY(RuleWithRewrite("    %c... = constants([2, 3])\n"
+                                               "    %d... = constants([1])\n"
+                                               "    %j... = each aten::add(%c..., %d...)\n"
+                                               "    replace %y with %x\n"),
+                               g, &error);
+  EXPECT_EQ(res, ApplyResult::kError);
+  EXPECT_NE(error.find("one non-zero length"), std::string::npos) << error;
   EXPECT_EQ(g->toString(), before);
 }
 

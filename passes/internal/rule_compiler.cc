@@ -339,8 +339,20 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
         names.insert(absl::StrCat("%", s.output));
         break;
       }
+      case RewriteStmt::Kind::kEach:
+      case RewriteStmt::Kind::kConstants:
       case RewriteStmt::Kind::kUnpack:
-        if (s.args.size() != 2) return LocError(s.loc, "unpack(list, count) takes 2 arguments");
+        if (s.kind == RewriteStmt::Kind::kUnpack && s.args.size() != 2) {
+          return LocError(s.loc, "unpack(list, count) takes 2 arguments");
+        }
+        if (s.kind == RewriteStmt::Kind::kConstants && s.args.size() != 1) {
+          return LocError(s.loc, "constants(list) takes 1 argument");
+        }
+        if (s.kind == RewriteStmt::Kind::kEach) {
+          if (IsRegexOp(s.op)) return LocError(s.loc, "'each' inserts one named operator, not a regex");
+          auto kinds = ResolveOp(s.op, s.loc);
+          if (!kinds.ok()) return kinds.status();
+        }
         if (names.contains(absl::StrCat("%", s.output, "...")) ||
             names.contains(absl::StrCat("%", s.output))) {
           return LocError(s.loc, absl::StrCat("'%", s.output, "' is already bound"));
