@@ -200,12 +200,14 @@ int RunOptimizeJob(const JobSpec& spec) {
             spec.model);
       }
       if (sel->nothing_fires_within_memory) {
+        // The figures of every rule together: in the hint's words when there is one (it follows
+        // this sentence), else as the gate logged them.
         unchanged_reason = absl::StrFormat(
             "Every set of rules that changes the model raised peak memory on %s beyond the bound "
-            "(%g%% or %d MiB more, whichever is more) (%s), so the artifact is a copy of the original "
+            "(%g%% or %d MiB more, whichever is more)%s, so the artifact is a copy of the original "
             "model.",
             device_name, margins.memory * 100.0, static_cast<int>(margins.memory_floor_bytes >> 20),
-            sel->log.front());
+            memory_hint.empty() ? absl::StrCat(" (", sel->log.front(), ")") : "");
       } else if (!sel->faster && !sel->none_fired) {
         unchanged_reason = absl::StrFormat(
             "No set of rules made the model faster on %s%s (best %.3f ms vs %.3f ms, peak %.1f vs "
