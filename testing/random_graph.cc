@@ -217,6 +217,7 @@ class Gen {
     if (k < 83) return UnaryGroup();
     if (k < 92) return BinaryGroup();
     if (k < 96) return Fused();
+    if (k < 98) return Embedding();
     return Inplace();
   }
 
@@ -637,6 +638,43 @@ class Gen {
       Shape s = xs;
       s.back() = out;
       Add(y, s, false);
+    }
+  }
+
+  // Embedding lookups, one table per column of an index input (as `emb(sparse[:, i])` in a
+  // ModuleList loop, or the pieces of `unbind(sparse, 1)`): mostly tables of one width, some of
+  // another width or with a padding row (which batch_embedding must leave alone). The index input
+  // is a Long graph input outside the pool (no float op may read it); random inputs draw each
+  // column in 0..3, so every table has at least 4 rows.
+  void Embedding() {
+    int64_t bsz = R(2, 4), k = R(2, 5), d = R(1, 6);
+    std::string idx = absl::StrCat("%idx", next_++);
+    header_.push_back(absl::StrCat(idx, " : Long(", bsz, ", ", k, ")"));
+    std::vector<std::string> cols;
+    if (P(0.3)) {
+      std::string l = Fresh();
+      Emit(l + " : Tensor[]", absl::StrCat("aten::unbind(", idx, ", ", Int(1), ")"));
+      std::vector<std::string> outs;
+      for (int64_t i = 0; i < k; ++i) outs.push_back(Fresh());
+      std::vector<std::string> typed;
+      for (const std::string& o : outs) typed.push_back(o + " : Tensor");
+      Emit(absl::StrJoin(typed, ", "), absl::StrCat("prim::ListUnpack(", l, ")"));
+      cols = outs;
+    } else {
+      for (int64_t i = 0; i < k; ++i) {
+        std::string c = Fresh();
+        Emit(c + " : Tensor", absl::StrCat("aten::select(", idx, ", ", Int(1), ", ", Int(i), ")"));
+        cols.push_back(c);
+      }
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t width = P(0.85) ? d : R(1, 6);
+      std::string w = Param({R(4, 9), width});
+      std::string pad = Int(P(0.9) ? -1 : 0);
+      std::string y = Fresh();
+      Emit(y + " : Tensor", absl::StrCat("aten::embedding(", w, ", ", cols[i], ", ", pad, ", ",
+                                        Bool(false), ", ", Bool(false), ")"));
+      Add(y, {bsz, width}, false);
     }
   }
 

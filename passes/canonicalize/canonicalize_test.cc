@@ -84,6 +84,32 @@ TEST(FoldModuleAttributesTest, FoldsConfigurationNotStateTrainingOrAssigned) {
   EXPECT_FALSE(FoldModuleAttributes(g, m._ivalue(), &counters)) << "not a fixpoint";
 }
 
+// A parameter declared None (`nn.Linear(..., bias=False)` registers `bias` so) can hold nothing
+// else: its read becomes the None constant, as in a traced graph; a tensor parameter stays.
+TEST(FoldModuleAttributesTest, ParameterDeclaredNoneIsFolded) {
+  torch::jit::Module m("BiasFree");
+  m.register_parameter("weight", torch::randn({3, 4}), false);
+  m.register_attribute("bias", c10::NoneType::get(), c10::IValue(), /*is_param=*/true);
+  m.define(R"TS(
+def forward(self, x):
+    return torch.linear(x, self.weight, self.bias)
+)TS");
+  auto g = InlinedForward(m);
+  EXPECT_TRUE(FoldModuleAttributes(g, m._ivalue(), nullptr));
+  EliminateDeadNodes(g, nullptr);
+  FileCheck()
+      .check("prim::GetAttr[name=\"weight\"]")
+      ->check_not("prim::GetAttr[name=\"bias\"]")
+      ->run(*g);
+  torch::jit::Node* linear = nullptr;
+  for (torch::jit::Node* n : g->nodes()) {
+    if (n->kind() == c10::aten::linear) linear = n;
+  }
+  ASSERT_NE(linear, nullptr);
+  EXPECT_EQ(linear->input(2)->type()->kind(), c10::TypeKind::NoneType);
+  EXPECT_EQ(linear->input(2)->node()->kind(), c10::prim::Constant);
+}
+
 TEST(FoldModuleAttributesTest, NoModuleObjectNoChange) {
   torch::jit::Module m = Towers();
   auto g = InlinedForward(m);

@@ -8,7 +8,8 @@
 // pass replaces the read by the value the module holds, for attributes that are not parameters,
 // buffers or submodules and whose value is an int, float, bool, str, None, or a list or tuple of
 // those (tensors stay attributes: they would become graph constants that Module::to does not
-// move). It is safe when the value cannot change between calls: the attribute is assigned by no
+// move), and for parameters and buffers declared NoneType (a bias-free `nn.Linear`'s `bias`: its
+// type admits no tensor, so it reads None in every call, as in a traced graph). It is safe when the value cannot change between calls: the attribute is assigned by no
 // method of any module of the hierarchy (no prim::SetAttr of that name), it is not `training`
 // (train() and eval() flip it on a loaded artifact), and a folded list is only read (no use may
 // write to it, or the constant would carry the write into the next call). An attribute that a
@@ -87,7 +88,12 @@ void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<st
     const c10::IValue& value = obj->getSlot(*slot);
     if (value.isObject()) continue;  // a submodule: ModuleObjects follows the path
     if (!n->output()->hasUses()) continue;  // folded before: dead code removal takes it
-    if (obj->type()->is_parameter(*slot) || obj->type()->is_buffer(*slot)) continue;
+    // A parameter or buffer is state, except one declared NoneType (`nn.Linear(..., bias=False)`
+    // registers its bias as None): its type admits no other value, so the read is None.
+    const bool declared_none = obj->type()->getAttribute(*slot)->kind() == c10::TypeKind::NoneType;
+    if ((obj->type()->is_parameter(*slot) || obj->type()->is_buffer(*slot)) && !declared_none) {
+      continue;
+    }
     if (name == "training" || assigned.contains(name) || !Foldable(value)) continue;
     if (value.isList() && !ListIsOnlyRead(n->output())) continue;
     c10::optional<Value*> c;
