@@ -99,6 +99,7 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
     record();
     RewriteOptions ro;
     ro.max_rounds = options.max_rounds;
+    ro.stacked_parameters = options.stacked_parameters;
     ro.self = canon.self;
     for (int outer = 0; outer < 4; ++outer) {
       canon.facts = facts_ptr;

@@ -240,10 +240,12 @@ class WrittenRegion {
 // TryApply: matches `rule` with `anchor` as its anchor node; when it matches, the constraints
 // hold and `legal` agrees, performs the rewrite.
 internal::ApplyResult TryApply(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
-                               const internal::LegalityCheck& legal, std::string* error) {
+                               const internal::LegalityCheck& legal, std::string* error,
+                               bool stacked_parameters) {
   internal::Bindings b;
   if (!internal::MatchRule(rule, anchor, &b)) return internal::ApplyResult::kNoMatch;
-  internal::EvalContext ctx = internal::MakeContext(rule, anchor, facts, &b, &legal);
+  internal::EvalContext ctx =
+      internal::MakeContext(rule, anchor, facts, &b, &legal, stacked_parameters);
   if (!internal::ConstraintsHold(rule.ast.where, ctx)) return internal::ApplyResult::kNoMatch;
   if (legal && !legal(b.matched_order, anchor)) return internal::ApplyResult::kIllegal;
   return internal::Rewrite(rule, ctx, error);
@@ -426,7 +428,8 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
             stats->grouped_members[name] += static_cast<int64_t>(members);
           }
         };
-        if (internal::ApplyGroupRule(candidates, rule, options.facts, legal, report)) {
+        if (internal::ApplyGroupRule(candidates, rule, options.facts, legal, report,
+                                     options.stacked_parameters)) {
           changed = true;
           mark = NextUnique(graph.get());  // what the groups created is not another rule's
         }
@@ -450,7 +453,8 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
           std::string error;
           std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
           bool own_output = CreatedBy(mine, anchor);
-          internal::ApplyResult res = TryApply(rule, anchor, options.facts, legal, &error);
+          internal::ApplyResult res = TryApply(rule, anchor, options.facts, legal, &error,
+                                                          options.stacked_parameters);
           Record(stats, name, res, error);
           if (res == internal::ApplyResult::kApplied) {
             changed = true;

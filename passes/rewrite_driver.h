@@ -35,6 +35,9 @@ struct RewriteOptions {
   // storage and nothing assigns attributes, each read is its own memory location (LibTorch's
   // AliasDb in frozen mode); otherwise all module tensors may alias, as LibTorch assumes.
   c10::IValue self;
+  // The artifact stores stacked parameters (OptimizeOptions::stacked_parameters): rules see it
+  // through `param_layout()`.
+  bool stacked_parameters = false;
 };
 
 struct RewriteStats {

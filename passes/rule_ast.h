@@ -144,6 +144,9 @@ struct Rule {
   std::vector<ExprPtr> key;           // group rules: grouping key, one expression per line
   int64_t min_group = 2;              // group rules: smallest group rewritten
   int64_t max_group = 256;            // group rules: largest group (bigger buckets are cut)
+  // group rules: members need not be proven to have equal sizes in the dims that follow the
+  // batch (the rewrite concatenates and splits by each member's runtime size instead of stacking).
+  bool any_batch_size = false;
   std::vector<PatternNode> match;     // in written order; the last one is the anchor
   std::vector<ForeachPattern> foreach;
   std::vector<ExprPtr> where;

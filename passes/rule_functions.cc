@@ -133,6 +133,12 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                     }
                     return Datum::List(std::move(out));
                   }};
+  f["param_layout"] = {0, 0,
+                       "param_layout(): \"stacked\" when the artifact stores the parameters the "
+                       "batching rules stack as stacked parameters, else \"original\"",
+                       [](auto&, auto& ctx) -> absl::StatusOr<Datum> {
+                         return Datum::Str(ctx.stacked_parameters ? "stacked" : "original");
+                       }};
   f["min"] = {1, 1, "min(list): smallest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
                 SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                 if (xs.empty()) return Err("min of an empty list");

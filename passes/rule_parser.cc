@@ -561,6 +561,14 @@ class FileParser {
         ++line_no_;
         continue;
       }
+      if (keyword == "any_batch_size") {
+        if (trimmed != keyword) return Error(line_no_, col, "'any_batch_size' takes no value");
+        rule.any_batch_size = true;
+        normalized.push_back(keyword);
+        section = Section::kNone;
+        ++line_no_;
+        continue;
+      }
       if (keyword == "description" || keyword == "family") {
         std::string value(absl::StripAsciiWhitespace(trimmed.substr(keyword.size())));
         if (value.empty()) return Error(line_no_, col, absl::StrCat("'", keyword, "' needs a value"));
@@ -661,6 +669,10 @@ class FileParser {
     }
     if (rule.min_group > rule.max_group) {
       return Error(start, 1, absl::StrCat("rule '", rule.name, "': min_group > max_group"));
+    }
+    if (rule.any_batch_size && !rule.is_group) {
+      return Error(start, 1, absl::StrCat("'any_batch_size' belongs to a 'group' rule ('", rule.name,
+                                          "' is a match rule)"));
     }
     if (rule.match.empty()) {
       return Error(start, 1, absl::StrCat("rule '", rule.name, "' has an empty 'match' section"));

@@ -116,7 +116,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.rules:7:18: expected an operator such as aten::add after 'each'"},
         BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
                 "rewrite\n    %c = constants([1])\n    replace %y with %x\nend\n",
-                "bad.rules:7:5: constants(...) defines a sequence: write %name..."}));
+                "bad.rules:7:5: constants(...) defines a sequence: write %name..."},
+        BadCase{"rule r\n  family f\n  description d\n  any_batch_size\n  match\n    %y = "
+                "aten::relu(%x)\n  rewrite\n    replace %y with %x\nend\n",
+                "bad.rules:1:1: 'any_batch_size' belongs to a 'group' rule ('r' is a match rule)"},
+        BadCase{"rule r\n  family f\n  description d\n  any_batch_size yes\n",
+                "bad.rules:4:3: 'any_batch_size' takes no value"}));
 
 // `each` and `constants` statements: one node per member, one constant per element.
 TEST(RuleParserTest, ParsesEachAndConstants) {
@@ -137,6 +142,14 @@ TEST(RuleParserTest, ParsesEachAndConstants) {
   EXPECT_EQ(r.rewrite[1].args.size(), 2u);
   ASSERT_EQ(r.rewrite[1].kwargs.size(), 1u);
   EXPECT_EQ(r.rewrite[1].kwargs[0].first, "alpha");
+  EXPECT_FALSE(r.any_batch_size);
+  auto any = ParseRules(
+      "rule r\n  family f\n  description d\n  any_batch_size\n  group\n    %y = aten::relu(%x)\n"
+      "  key\n    1\n  rewrite\n    replace %y... with %x...\nend\n",
+      "t.rules");
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_TRUE((*any)[0].any_batch_size);
+  EXPECT_NE((*any)[0].normalized_text.find("any_batch_size"), std::string::npos);
 }
 
 }  // namespace

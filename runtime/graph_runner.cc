@@ -5,6 +5,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
@@ -91,15 +92,24 @@ namespace {
 thread_local int64_t aten_op_count = 0;
 thread_local int64_t op_depth = 0;
 
+// The autograd engine records each backward node it runs under this name, around the node's
+// own aten ops: it is a frame, not an op, so the ops inside count as top-level.
+bool IsAutogradFrame(const at::RecordFunction& fn) {
+  return std::strncmp(fn.name(), "autograd::engine::evaluate_function", 35) == 0;
+}
+
 // Counts top-level aten ops only: ops that an op calls internally (empty, as_strided, the addmm
 // inside linear) are not separate launches of the graph.
 std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
+  if (IsAutogradFrame(fn)) return nullptr;
   if (op_depth == 0 && std::strncmp(fn.name(), "aten::", 6) == 0) ++aten_op_count;
   ++op_depth;
   return nullptr;
 }
 
-void EndOp(const at::RecordFunction&, at::ObserverContext*) { --op_depth; }
+void EndOp(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (!IsAutogradFrame(fn)) --op_depth;
+}
 }  // namespace
 
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
@@ -119,6 +129,64 @@ absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
   auto run = RunGraph(graph, cloned);
   at::removeCallback(handle);
   if (!run.ok()) return run.status();
+  return aten_op_count;
+}
+
+namespace {
+
+// One training step of `graph` (see CountAtenOpsPerTrainingStep).
+absl::Status TrainingStep(const std::shared_ptr<Graph>& graph, const std::vector<c10::IValue>& inputs) {
+  std::vector<at::Tensor> leaves;
+  if (!inputs.empty() && inputs[0].isObject()) {
+    torch::jit::Module m(inputs[0].toObject());
+    for (const at::Tensor& p : m.parameters()) {
+      if (p.requires_grad()) leaves.push_back(p);
+    }
+    for (const at::Tensor& b : m.buffers()) {
+      if (b.requires_grad()) leaves.push_back(b);
+    }
+  }
+  std::vector<c10::IValue> in = MapTensors(inputs, [&](const at::Tensor& t) {
+    at::Tensor c = t.detach().clone();
+    if (c10::isFloatingType(c.scalar_type())) {
+      c.requires_grad_(true);
+      leaves.push_back(c);
+    }
+    return c;
+  });
+  auto out = RunGraph(graph, in);
+  if (!out.ok()) return out.status();
+  at::Tensor loss;
+  for (const auto& [path, t] : FlattenTensors(*out, "output")) {
+    if (!c10::isFloatingType(t.scalar_type()) || !t.requires_grad()) continue;
+    loss = loss.defined() ? loss + t.sum() : t.sum();
+  }
+  if (!loss.defined() || leaves.empty()) return absl::OkStatus();
+  try {
+    torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    return absl::InvalidArgumentError(absl::StrCat("the backward failed: ", TorchErrorMessage(what)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CountAtenOpsPerTrainingStep(const std::shared_ptr<Graph>& graph,
+                                                    const std::vector<c10::IValue>& inputs) {
+  c10::AutoGradMode grad(true);
+  // Counting must not train the module (BatchNorm's running statistics, SetAttr).
+  ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);
+  absl::Status warm = TrainingStep(graph, inputs);  // one-time work is not counted
+  if (!warm.ok()) return warm;
+  aten_op_count = 0;
+  op_depth = 0;
+  at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(CountOp, EndOp).scopes({at::RecordScope::FUNCTION}));
+  absl::Status run = TrainingStep(graph, inputs);
+  at::removeCallback(handle);
+  if (!run.ok()) return run;
   return aten_op_count;
 }
 

@@ -5,6 +5,7 @@
 //   auto inputs = RandomInputsFor(*graph, /*seed=*/1, /*batch_scale=*/1);
 //   auto outputs = RunGraph(graph, *inputs);
 //   auto ops = CountAtenOps(graph, *inputs);
+//   auto step_ops = CountAtenOpsPerTrainingStep(graph, *inputs);
 #ifndef SENTIER_RUNTIME_GRAPH_RUNNER_H_
 #define SENTIER_RUNTIME_GRAPH_RUNNER_H_
 
@@ -38,6 +39,14 @@ absl::StatusOr<std::vector<c10::IValue>> RunGraph(const std::shared_ptr<torch::j
 // GPU kernel launches.
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<torch::jit::Graph>& graph,
                                      const std::vector<c10::IValue>& inputs);
+
+// CountAtenOpsPerTrainingStep: the same count over a training step: the forward with gradients
+// on, then the backward of the sum of every floating output that requires grad, to the module's
+// parameters and buffers that require grad and the floating inputs (a batched rewrite often adds
+// cheap forward ops and removes many backward ones). Gradients are returned, not accumulated:
+// the module's `.grad`s are untouched. Without anything to differentiate, the forward's count.
+absl::StatusOr<int64_t> CountAtenOpsPerTrainingStep(const std::shared_ptr<torch::jit::Graph>& graph,
+                                                    const std::vector<c10::IValue>& inputs);
 
 }  // namespace sentier
 

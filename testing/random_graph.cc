@@ -641,30 +641,45 @@ class Gen {
     }
   }
 
-  // Embedding lookups, one table per column of an index input (as `emb(sparse[:, i])` in a
-  // ModuleList loop, or the pieces of `unbind(sparse, 1)`): mostly tables of one width, some of
-  // another width or with a padding row (which batch_embedding must leave alone). The index input
-  // is a Long graph input outside the pool (no float op may read it); random inputs draw each
-  // column in 0..3, so every table has at least 4 rows.
+  // Embedding lookups, one table per feature: the columns of one Long index input (as
+  // `emb(sparse[:, i])` in a ModuleList loop, or the pieces of `unbind(sparse, 1)`), or one index
+  // input per feature (bags of 1-3 ids; nothing proves their batch sizes equal). Mostly tables of
+  // one width, some of another width or with a padding row (which the embedding rules must leave
+  // alone). Index inputs stay outside the pool (no float op may read them); random inputs draw
+  // each column in 0..3, so every table has at least 4 rows.
   void Embedding() {
     int64_t bsz = R(2, 4), k = R(2, 5), d = R(1, 6);
-    std::string idx = absl::StrCat("%idx", next_++);
-    header_.push_back(absl::StrCat(idx, " : Long(", bsz, ", ", k, ")"));
     std::vector<std::string> cols;
+    std::vector<Shape> col_shapes;
+    auto long_input = [&](const Shape& shape) {
+      std::string name = absl::StrCat("%idx", next_++);
+      header_.push_back(absl::StrCat(name, " : Long(", absl::StrJoin(shape, ", "), ")"));
+      return name;
+    };
     if (P(0.3)) {
+      int64_t bag = R(1, 3);
+      for (int64_t i = 0; i < k; ++i) {
+        cols.push_back(long_input({bsz, bag}));
+        col_shapes.push_back({bsz, bag});
+      }
+    } else if (P(0.4)) {
+      std::string idx = long_input({bsz, k});
       std::string l = Fresh();
       Emit(l + " : Tensor[]", absl::StrCat("aten::unbind(", idx, ", ", Int(1), ")"));
-      std::vector<std::string> outs;
-      for (int64_t i = 0; i < k; ++i) outs.push_back(Fresh());
       std::vector<std::string> typed;
-      for (const std::string& o : outs) typed.push_back(o + " : Tensor");
+      for (int64_t i = 0; i < k; ++i) {
+        cols.push_back(Fresh());
+        typed.push_back(cols.back() + " : Tensor");
+        col_shapes.push_back({bsz});
+      }
       Emit(absl::StrJoin(typed, ", "), absl::StrCat("prim::ListUnpack(", l, ")"));
-      cols = outs;
     } else {
+      std::string idx = long_input({bsz, k});
       for (int64_t i = 0; i < k; ++i) {
         std::string c = Fresh();
         Emit(c + " : Tensor", absl::StrCat("aten::select(", idx, ", ", Int(1), ", ", Int(i), ")"));
         cols.push_back(c);
+        col_shapes.push_back({bsz});
       }
     }
     for (int64_t i = 0; i < k; ++i) {
@@ -674,7 +689,9 @@ class Gen {
       std::string y = Fresh();
       Emit(y + " : Tensor", absl::StrCat("aten::embedding(", w, ", ", cols[i], ", ", pad, ", ",
                                         Bool(false), ", ", Bool(false), ")"));
-      Add(y, {bsz, width}, false);
+      Shape out = col_shapes[i];
+      out.push_back(width);
+      Add(y, out, false);
     }
   }
 
@@ -904,7 +921,9 @@ void Flatten(const c10::IValue& iv, std::vector<at::Tensor>* out) {
 // ran. Generated graphs divide by near-zero values and subtract equal terms (x / x, x - x), where
 // a gradient is a cancellation of large contributions whose rounding depends on the order they
 // are summed in: a verdict whose only failures are gradients within 1e-3 of the float64
-// reference is accepted and counted (*gradient_rounding); outputs get no such allowance.
+// reference, or gradients that cancel to about zero (the float32 original is itself off by more
+// than the float64 gradient's size, so both float32 graphs carry only rounding) with an absolute
+// error under 1e-4, is accepted and counted (*gradient_rounding); outputs get no such allowance.
 absl::Status Judge(const std::shared_ptr<torch::jit::Graph>& original,
                    const std::shared_ptr<torch::jit::Graph>& optimized,
                    const std::vector<c10::IValue>& inputs, bool* grads, bool* batch2,
@@ -927,7 +946,9 @@ absl::Status Judge(const std::shared_ptr<torch::jit::Graph>& original,
     bool rounding = true;
     for (const CheckFinding& f : r->findings) {
       if (f.ok) continue;
-      rounding &= f.note.empty() && f.what.rfind("grad of ", 0) == 0 && f.rel_error <= 1e-3;
+      const bool cancelled = f.ref_rel_error > 1.0 && f.max_abs_error <= 1e-4;
+      rounding &= f.note.empty() && f.what.rfind("grad of ", 0) == 0 &&
+                  (f.rel_error <= 1e-3 || cancelled);
     }
     if (!rounding) return absl::FailedPreconditionError(r->first_failure);
     *gradient_rounding = true;

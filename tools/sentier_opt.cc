@@ -7,9 +7,10 @@
 //               [--list_passes] [--allow_growth] [--cost=none|measure ...]
 //
 // The report (--report) follows runtime/report_schema.json, the schema sentierd's report.json
-// uses too. Without --cost=measure a rewritten graph that runs more aten ops per forward than
-// the original is not written (the output is the original, status "unchanged") unless
-// --allow_growth: nothing was timed to show that it pays.
+// uses too. Without --cost=measure a rewritten graph that runs more aten ops per training step
+// (forward and backward; per forward with --mode=inference) than the original is not written (the
+// output is the original, status "unchanged") unless --allow_growth: nothing was timed to show
+// that it pays.
 //
 // Exit codes: 0 success (also when nothing changed); 2 bad usage or bad input (missing, empty,
 // truncated or corrupt model, bad sample inputs, bad rule file — the message names the file,
@@ -81,7 +82,9 @@ DEFINE_double(memory_margin, 0.01,
               "with --cost=measure: how much (a fraction of the original's) the peak memory of a "
               "step may grow; negative: peak memory is not weighed");
 DEFINE_string(device, "auto", "with --cost=measure: auto (CUDA when available), cpu or cuda");
-DEFINE_string(mode, "training", "with --cost=measure: time a training step or an inference forward");
+DEFINE_string(mode, "training",
+              "training or inference: the step --cost=measure times, and whose aten ops decide "
+              "without it whether a larger graph is written");
 
 namespace {
 
@@ -288,12 +291,19 @@ int Run() {
     if (!print_after_all && print_after.count(pass) == 0) return;
     std::cout << "// ----- IR after " << pass << " -----\n" << graph.toString();
   };
-  // Executed aten ops per forward (CPU proxy for kernel launches), before and after; the count
-  // before is taken first (with stacked parameters the module itself changes).
-  int64_t ops_before = -1, ops_after = -1;
+  // Executed aten ops per forward and per training step (CPU proxy for kernel launches), before
+  // and after; the counts before are taken first (with stacked parameters the module itself
+  // changes). Without --cost=measure, the count of the --mode step decides whether a larger
+  // graph is written.
+  const bool inference_only = FLAGS_mode == "inference";
+  int64_t ops_before = -1, ops_after = -1, step_ops_before = -1, step_ops_after = -1;
   if (opts.sample_inputs != nullptr) {
     auto b = sentier::CountAtenOps(model->graph->copy(), samples);
     if (b.ok()) ops_before = *b;
+    if (!inference_only) {
+      auto sb = sentier::CountAtenOpsPerTrainingStep(model->graph->copy(), samples);
+      if (sb.ok()) step_ops_before = *sb;
+    }
   }
   auto report = sentier::OptimizeGraph(model->graph, **rules, opts);
   if (!report.ok()) return Fail(kInternal, std::string(report.status().message()));
@@ -313,6 +323,14 @@ int Run() {
       ops_after = *a;
       j["aten_ops_per_forward_before"] = ops_before;
       j["aten_ops_per_forward_after"] = ops_after;
+    }
+  }
+  if (step_ops_before >= 0) {
+    auto a = sentier::CountAtenOpsPerTrainingStep(model->graph, samples);
+    if (a.ok()) {
+      step_ops_after = *a;
+      j["aten_ops_per_training_step_before"] = step_ops_before;
+      j["aten_ops_per_training_step_after"] = step_ops_after;
     }
   }
   for (const auto& [name, n] : report->stats.errors) {
@@ -337,11 +355,16 @@ int Run() {
                                "and most rules need them: splits by size, batching)"
                              : "no rule applied (0 rewrites)");
   }
-  if (!measured && !FLAGS_allow_growth && ops_after > ops_before) {
+  // The step users run decides: a training step (forward and backward) unless --mode=inference
+  // or the step could not be counted.
+  const bool by_step = step_ops_before >= 0 && step_ops_after >= 0;
+  if (!measured && !FLAGS_allow_growth &&
+      (by_step ? step_ops_after > step_ops_before : ops_after > ops_before)) {
     return keep_original(absl::StrFormat(
-        "the rewritten graph runs more aten ops per forward (%d vs %d) and nothing was timed to "
+        "the rewritten graph runs more aten ops per %s (%d vs %d) and nothing was timed to "
         "show that it is faster (--cost=measure times it; --allow_growth writes it anyway)",
-        ops_after, ops_before));
+        by_step ? "training step (forward and backward)" : "forward",
+        by_step ? step_ops_after : ops_after, by_step ? step_ops_before : ops_before));
   }
   absl::Status saved = sentier::SaveModel(*model, FLAGS_output);
   if (!saved.ok()) {

@@ -74,6 +74,12 @@ TEST_F(ExprEvalTest, CapturesListsIndexingAndFunctions) {
   auto second = EvalText("%xs...[1]");
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->value, graph_->inputs()[1]);
+  auto layout = EvalText("param_layout()");
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->s, "original");
+  ctx_.stacked_parameters = true;
+  EXPECT_EQ(EvalText("param_layout() == \"stacked\"")->b, true);
+  ctx_.stacked_parameters = false;
   auto offsets = EvalText("offsets([5, 7, 6])");
   ASSERT_TRUE(offsets.ok()) << offsets.status();
   EXPECT_TRUE(offsets->Equal(Datum::List({Datum::Int(0), Datum::Int(5), Datum::Int(12)})));

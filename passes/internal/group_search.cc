@@ -101,7 +101,8 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts) {
 // ProvablySameShape: a and b have equal sizes for every input the graph accepts, whatever the
 // batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; pieces
 // of two unbinds (or equal sections of two splits) on one dim of provably equal tensors;
-// selections on one dim of provably equal tensors (any indices); the same shape-preserving op
+// selections on one dim of provably equal tensors (any indices), and slices of them with equal
+// constant bounds; the same shape-preserving op
 // (pointwise, layer_norm, dropout, detach, linear with weights of equal static sizes) applied to
 // provably equal-shaped tensors and equal constants.
 bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
@@ -148,6 +149,15 @@ bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
     if (!da || !db || !da->Equal(*db)) return false;
     return ProvablySameShape(na->input(0), nb->input(0), facts, depth + 1);
   }
+  if (na->kind() == c10::aten::slice) {
+    // x[:, a:b] of provably equal-shaped tensors with equal constant dims, bounds and steps.
+    for (size_t k = 1; k < na->inputs().size(); ++k) {
+      c10::optional<Datum> da = DatumFromConstant(na->input(k));
+      c10::optional<Datum> db = DatumFromConstant(nb->input(k));
+      if (!da || !db || !da->Equal(*db)) return false;
+    }
+    return ProvablySameShape(na->input(0), nb->input(0), facts, depth + 1);
+  }
   static const char* kPreserving[] = {
       "aten::relu",  "aten::tanh",   "aten::sigmoid",    "aten::silu",     "aten::gelu",
       "aten::clamp", "aten::detach", "aten::nan_to_num", "aten::dropout",  "aten::layer_norm",
@@ -180,11 +190,11 @@ bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
 }
 
 bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
-                      GroupMember* out) {
+                      GroupMember* out, bool stacked_parameters) {
   GroupMember m;
   m.anchor = anchor;
   if (!MatchRule(rule, anchor, &m.bindings)) return false;
-  EvalContext ctx = MakeContext(rule, anchor, facts, &m.bindings, nullptr);
+  EvalContext ctx = MakeContext(rule, anchor, facts, &m.bindings, nullptr, stacked_parameters);
   if (!ConstraintsHold(rule.ast.where, ctx)) return false;
   std::vector<std::string> key;
   for (const ExprPtr& k : rule.ast.key) {
@@ -206,12 +216,19 @@ namespace {
 
 // ApplyGroup: rewrites `members` (same block, same key, independent) as one group.
 ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& all_members,
-                       ShapeFacts* facts, const LegalityCheck& legal, std::string* error) {
+                       ShapeFacts* facts, const LegalityCheck& legal, std::string* error,
+                       bool stacked_parameters) {
   if (all_members.empty()) return ApplyResult::kNoMatch;
   // Keys compare sizes seen on the samples; stacking needs equal sizes for every batch. Keep the
   // members whose batch-following values are provably shaped like the first member's.
+  // A rule written for any batch sizes (`any_batch_size`: it concatenates and splits by runtime
+  // sizes) needs no such proof.
   std::vector<GroupMember*> members = {all_members[0]};
   for (size_t i = 1; i < all_members.size(); ++i) {
+    if (rule.ast.any_batch_size) {
+      members.push_back(all_members[i]);
+      continue;
+    }
     bool same = true;
     for (const auto& [name, v0] : all_members[0]->bindings.values) {
       auto it = all_members[i]->bindings.values.find(name);
@@ -259,7 +276,7 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
       if (!HoistAfter(in, &cursor)) return ApplyResult::kNoMatch;
     }
   }
-  EvalContext ctx = MakeContext(rule, anchor, facts, &combined, &legal);
+  EvalContext ctx = MakeContext(rule, anchor, facts, &combined, &legal, stacked_parameters);
   return Rewrite(rule, ctx, error);
 }
 
@@ -318,7 +335,8 @@ bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& ru
 }  // namespace
 
 bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
-                    ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report) {
+                    ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report,
+                    bool stacked_parameters) {
   if (NoGroupCanForm(candidates, rule)) return false;
   const std::string& name = rule.ast.name;
   std::vector<std::string> bucket_order;
@@ -331,7 +349,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
     for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
     if (!live) continue;
     GroupMember m;
-    bool ok = MatchGroupMember(rule, n, facts, &m);
+    bool ok = MatchGroupMember(rule, n, facts, &m, stacked_parameters);
     SENTIER_DEBUG(kGroups, "group " << name << " candidate %" << n->output(0)->debugName()
                                     << " -> " << (ok ? m.key : std::string("no match")));
     if (!ok) continue;
@@ -357,7 +375,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
         for (auto& m : group) ptrs.push_back(&m);
         std::string error;
         touched = true;
-        ApplyResult res = ApplyGroup(rule, ptrs, facts, legal, &error);
+        ApplyResult res = ApplyGroup(rule, ptrs, facts, legal, &error, stacked_parameters);
         if (res == ApplyResult::kApplied) changed = true;
         report(res, group.size(), error);
       }
@@ -373,7 +391,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
       } else {
         // Matched again: an earlier group of this round may have rewired this member's inputs.
         Node* anchor = first.anchor;
-        if (!MatchGroupMember(rule, anchor, facts, &m)) continue;
+        if (!MatchGroupMember(rule, anchor, facts, &m, stacked_parameters)) continue;
         if (absl::StrCat(reinterpret_cast<uintptr_t>(anchor->owningBlock()), "#", m.key) != key) continue;
       }
       Node* new_def = IsBefore(last_def, m.last_input_def) ? m.last_input_def : last_def;

@@ -192,6 +192,27 @@ graph(%x : Float(6, 4), %z : Float(6, 4)):
   EXPECT_FALSE(ProvablySameShape(g.value("s0"), g.value("t0"), nullptr));
 }
 
+// `sparse[:, i]` in a scripted loop is a select of a full slice, one slice per member: slices of
+// one tensor with equal constant bounds are equal-shaped; other bounds are not.
+TEST(GroupSearchTest, ProvablySameShapeSeesEqualSlices) {
+  auto g = ParseGraph(R"IR(
+graph(%x : Float(6, 4)):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %end : int = prim::Constant[value=9223372036854775807]()
+  %a : Tensor = aten::slice(%x, %zero, %zero, %end, %one)
+  %b : Tensor = aten::slice(%x, %zero, %zero, %end, %one)
+  %c : Tensor = aten::slice(%x, %zero, %two, %end, %one)
+  %sa : Tensor = aten::select(%a, %one, %zero)
+  %sb : Tensor = aten::select(%b, %one, %one)
+  return (%sa, %sb, %c)
+)IR");
+  EXPECT_TRUE(ProvablySameShape(g.value("a"), g.value("b"), nullptr));
+  EXPECT_TRUE(ProvablySameShape(g.value("sa"), g.value("sb"), nullptr));
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("c"), nullptr));
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace sentier

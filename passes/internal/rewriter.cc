@@ -330,8 +330,9 @@ Node* DefinitionIn(Value* v, torch::jit::Block* block) {
 }
 
 EvalContext MakeContext(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
-                        Bindings* bindings, const LegalityCheck* legal) {
+                        Bindings* bindings, const LegalityCheck* legal, bool stacked_parameters) {
   EvalContext ctx;
+  ctx.stacked_parameters = stacked_parameters;
   ctx.graph = anchor->owningGraph();
   ctx.anchor = anchor;
   ctx.facts = facts;

@@ -32,6 +32,9 @@ struct EvalContext {
   std::string rule_name;
   // legal: the driver's legality check, for builtins that touch nodes beyond the match.
   std::function<bool(const std::vector<Node*>& nodes)> legal;
+  // The artifact stores the parameters the batching rules stack as stacked parameters
+  // (`param_layout()` in rules).
+  bool stacked_parameters = false;
 };
 
 // Functions usable in `where` lines and rewrite arguments.
