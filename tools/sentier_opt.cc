@@ -317,21 +317,21 @@ int Run() {
         sentier::WriteFileAtomically(FLAGS_dot_after, sentier::GraphToDot(*model->graph));
     if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
   }
+  // The count after, in the report with the count before, where both could be taken.
+  auto count_after = [&](const absl::StatusOr<int64_t>& after, int64_t before, const char* key,
+                         int64_t* out) {
+    if (before < 0 || !after.ok()) return;
+    *out = *after;
+    j[absl::StrCat(key, "_before")] = before;
+    j[absl::StrCat(key, "_after")] = *after;
+  };
   if (ops_before >= 0) {
-    auto a = sentier::CountAtenOps(model->graph, samples);
-    if (a.ok()) {
-      ops_after = *a;
-      j["aten_ops_per_forward_before"] = ops_before;
-      j["aten_ops_per_forward_after"] = ops_after;
-    }
+    count_after(sentier::CountAtenOps(model->graph, samples), ops_before, "aten_ops_per_forward",
+                &ops_after);
   }
   if (step_ops_before >= 0) {
-    auto a = sentier::CountAtenOpsPerTrainingStep(model->graph, samples);
-    if (a.ok()) {
-      step_ops_after = *a;
-      j["aten_ops_per_training_step_before"] = step_ops_before;
-      j["aten_ops_per_training_step_after"] = step_ops_after;
-    }
+    count_after(sentier::CountAtenOpsPerTrainingStep(model->graph, samples), step_ops_before,
+                "aten_ops_per_training_step", &step_ops_after);
   }
   for (const auto& [name, n] : report->stats.errors) {
     std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n

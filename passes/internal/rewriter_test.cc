@@ -68,17 +68,23 @@ TEST(RewriterTest, InsertAndReplaceCommit) {
   EXPECT_FALSE(g.value("y")->hasUses());
 }
 
-TEST(RewriterTest, FailingStatementRollsBack) {
+// ExpectErrorAndRollBack: the rewrite fails with an error containing `message`, and the graph
+// is exactly as it was (nodes inserted before the failure are removed again).
+void ExpectErrorAndRollBack(const std::string& rewrite, const std::string& message) {
   auto g = ParseGraph(kGraph);
   const std::string before = g->toString();
   std::string error;
-  ApplyResult res = RewriteAtY(RuleWithRewrite("    %c = aten::tanh(%x)\n"
-                                               "    %d = aten::mul(%c, 1 / 0)\n"
-                                               "    replace %y with %d\n"),
-                               g, &error);
+  ApplyResult res = RewriteAtY(RuleWithRewrite(rewrite), g, &error);
   EXPECT_EQ(res, ApplyResult::kError);
-  EXPECT_NE(error.find("division by zero"), std::string::npos) << error;
+  EXPECT_NE(error.find(message), std::string::npos) << error;
   EXPECT_EQ(g->toString(), before);
+}
+
+TEST(RewriterTest, FailingStatementRollsBack) {
+  ExpectErrorAndRollBack("    %c = aten::tanh(%x)\n"
+                         "    %d = aten::mul(%c, 1 / 0)\n"
+                         "    replace %y with %d\n",
+                         "division by zero");
 }
 
 TEST(RewriterTest, ReplacementOfAnotherTypeRollsBack) {
@@ -115,17 +121,11 @@ TEST(RewriterTest, EachInsertsOneNodePerElement) {
 // Sequences of different lengths in one `each` are a defect of the rule: an error, and the
 // constants inserted before it are removed again.
 TEST(RewriterTest, EachOfUnequalSequencesFailsAndRollsBack) {
-  auto g = ParseGraph(kGraph);
-  const std::string before = g->toString();
-  std::string error;
-  ApplyResult res = RewriteAtY(RuleWithRewrite("    %c... = constants([2, 3])\n"
-                                               "    %d... = constants([1])\n"
-                                               "    %j... = each aten::add(%c..., %d...)\n"
-                                               "    replace %y with %x\n"),
-                               g, &error);
-  EXPECT_EQ(res, ApplyResult::kError);
-  EXPECT_NE(error.find("one non-zero length"), std::string::npos) << error;
-  EXPECT_EQ(g->toString(), before);
+  ExpectErrorAndRollBack("    %c... = constants([2, 3])\n"
+                         "    %d... = constants([1])\n"
+                         "    %j... = each aten::add(%c..., %d...)\n"
+                         "    replace %y with %x\n",
+                         "one non-zero length");
 }
 
 }  // namespace
