@@ -38,14 +38,33 @@ bool Hoistable(Node* n) {
   return false;
 }
 
+// A read of one element of a list or dict the graph takes as input (`ids["user"]`,
+// `indices[3]`) at a constant key, where nothing but such reads uses the container: it reads the
+// same tensor wherever it stands, so it can move earlier. Unlike Hoistable's values it follows
+// the batch, so it is movable but not static.
+bool InputElementRead(Node* n) {
+  if (n->kind() != c10::aten::__getitem__ || n->inputs().size() != 2) return false;
+  Value* container = n->input(0);
+  if (container->node()->kind() != c10::prim::Param) return false;
+  c10::TypeKind kind = container->type()->kind();
+  if (kind != c10::TypeKind::ListType && kind != c10::TypeKind::DictType) return false;
+  if (n->input(1)->node()->kind() != c10::prim::Constant) return false;
+  for (const torch::jit::Use& u : container->uses()) {
+    if (u.user->kind() != c10::aten::__getitem__ || u.offset != 0) return false;
+  }
+  return true;
+}
+
+bool Movable(Node* n) { return Hoistable(n) || InputElementRead(n); }
+
 // Moves the definition of `v` (and what it needs) right after `*cursor` in `*cursor`'s block,
-// advancing the cursor, when it is hoistable and defined later; returns false when `v` is defined
+// advancing the cursor, when it is movable and defined later; returns false when `v` is defined
 // later and cannot move. Inputs move first, so every moved node follows what it reads.
 bool HoistAfter(Value* v, Node** cursor) {
   Node* n = v->node();
   if (n->owningBlock() != (*cursor)->owningBlock() || n->kind() == c10::prim::Param) return true;
   if (n == *cursor || n->isBefore(*cursor)) return true;
-  if (!Hoistable(n)) return false;
+  if (!Movable(n)) return false;
   for (Value* in : n->inputs()) {
     if (!HoistAfter(in, cursor)) return false;
   }
@@ -63,13 +82,13 @@ bool IsBefore(Node* a, Node* b) {
 
 // WidenSpan: widens a member's span in `block` by its node `n`: `*last_def` becomes the latest
 // definition (in `block`) of what `n` reads, `*first_use` the earliest user (in `block`) of what it
-// writes. Hoistable reads, the return, and nodes of the member itself (`inside`, when given) do not
+// writes. Movable reads, the return, and nodes of the member itself (`inside`, when given) do not
 // count. nullptr stands for the block's start (a definition) and for no use (a use).
 void WidenSpan(Node* n, torch::jit::Block* block,
                const absl::flat_hash_map<const Node*, int>* inside, Node** last_def,
                Node** first_use) {
   for (Value* in : n->inputs()) {
-    if ((inside != nullptr && inside->contains(in->node())) || Hoistable(in->node())) continue;
+    if ((inside != nullptr && inside->contains(in->node())) || Movable(in->node())) continue;
     Node* def = DefinitionIn(in, block);
     if (def != nullptr && IsBefore(*last_def, def)) *last_def = def;
   }
@@ -102,9 +121,9 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts) {
 // batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; pieces
 // of two unbinds (or equal sections of two splits) on one dim of provably equal tensors;
 // selections on one dim of provably equal tensors (any indices), and slices of them with equal
-// constant bounds; the same shape-preserving op
-// (pointwise, layer_norm, dropout, detach, linear with weights of equal static sizes) applied to
-// provably equal-shaped tensors and equal constants.
+// constant bounds; the same shape-preserving op (pointwise, layer_norm, dropout, detach, linear
+// with weights of equal static sizes) applied to provably equal-shaped tensors and equal
+// constants.
 bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
   if (a == b) return true;
   if (depth > 48) return false;
@@ -141,17 +160,12 @@ bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
       na->outputs().size() != 1 || nb->outputs().size() != 1) {
     return false;
   }
-  if (na->kind() == c10::aten::select && na->inputs().size() == 3) {
-    // x.select(d, i) drops dim d whatever i is: selections on one constant dim of provably
-    // equal-shaped tensors (`sparse[:, 0]`, `sparse[:, 1]`) are equal-shaped.
-    c10::optional<Datum> da = DatumFromConstant(na->input(1));
-    c10::optional<Datum> db = DatumFromConstant(nb->input(1));
-    if (!da || !db || !da->Equal(*db)) return false;
-    return ProvablySameShape(na->input(0), nb->input(0), facts, depth + 1);
-  }
-  if (na->kind() == c10::aten::slice) {
-    // x[:, a:b] of provably equal-shaped tensors with equal constant dims, bounds and steps.
-    for (size_t k = 1; k < na->inputs().size(); ++k) {
+  if (na->kind() == c10::aten::select || na->kind() == c10::aten::slice) {
+    // Views shaped by their input and constant arguments: x.select(d, i) drops dim d whatever i
+    // is (`sparse[:, 0]`, `sparse[:, 1]`), so only the dims must agree; a slice needs equal
+    // dims, bounds and steps.
+    const size_t compared = na->kind() == c10::aten::select ? 2 : na->inputs().size();
+    for (size_t k = 1; k < compared; ++k) {
       c10::optional<Datum> da = DatumFromConstant(na->input(k));
       c10::optional<Datum> db = DatumFromConstant(nb->input(k));
       if (!da || !db || !da->Equal(*db)) return false;

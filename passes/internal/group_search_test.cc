@@ -213,6 +213,33 @@ graph(%x : Float(6, 4)):
   EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("c"), nullptr));
 }
 
+// Reads of a dict input at constant keys (a ModuleDict loop's `ids[name]`), each right before
+// its member's op, can move up: they do not narrow the member's span, so the members overlap.
+// A read of a dict the graph uses otherwise too (here `len`; a write would be the danger) cannot.
+TEST(GroupSearchTest, ReadsOfAnInputDictAtConstantKeysCanMove) {
+  auto rule = CompileOne(kBatchRelu);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  auto g = ParseGraph(R"IR(
+graph(%d : Dict(str, Tensor), %w : Dict(str, Tensor)):
+  %ka : str = prim::Constant[value="a"]()
+  %kb : str = prim::Constant[value="b"]()
+  %a : Tensor = aten::__getitem__(%d, %ka)
+  %ra : Tensor = aten::relu(%a)
+  %sa : Tensor = aten::neg(%ra)
+  %b : Tensor = aten::__getitem__(%d, %kb)
+  %rb : Tensor = aten::relu(%b)
+  %c : Tensor = aten::__getitem__(%w, %ka)
+  %rc : Tensor = aten::relu(%c)
+  %n : int = aten::len(%w)
+  return (%sa, %rb, %rc, %n)
+)IR");
+  GroupMember m;
+  ASSERT_TRUE(MatchGroupMember(**rule, g.node("rb"), nullptr, &m));
+  EXPECT_EQ(m.last_input_def, nullptr);  // %b can move to the block's start
+  ASSERT_TRUE(MatchGroupMember(**rule, g.node("rc"), nullptr, &m));
+  EXPECT_EQ(m.last_input_def, g.node("c"));  // %w has another use: its read stays
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace sentier

@@ -11,6 +11,7 @@
 // each other's aten-op count per forward.
 //
 // Archives written by a newer torch than this LibTorch reads are skipped, visibly.
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -71,6 +72,11 @@ std::vector<Archive> AllArchives() {
   for (const char* torch : {"torch1.13", "torch2.11"}) {
     for (const nlohmann::json& e : Manifest()["models"]) {
       std::string model = e["name"];
+      // `archives` names the torch versions that wrote the model's archives (default: both).
+      if (e.contains("archives")) {
+        const auto& written = e["archives"];
+        if (std::find(written.begin(), written.end(), torch) == written.end()) continue;
+      }
       out.push_back({torch, model, "scripted"});
       if (e.value("traced", false)) out.push_back({torch, model, "traced"});
     }

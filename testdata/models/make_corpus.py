@@ -587,6 +587,27 @@ class DictInput(nn.Module):
         return torch.sigmoid(wide + self.head(torch.cat(deep, 1)))
 
 
+class SparseDict(nn.Module):
+    """Per-feature id tensors in a dict (multi-hot features of fixed length, one key per
+    feature: the layout of TorchRec's KeyedJaggedTensor.to_dict() for padded features, and of
+    serving stacks that pass feature maps; pytorch/torchrec), one nn.Embedding per key in an
+    nn.ModuleDict, sum-pooled as an EmbeddingBag(mode="sum") would (facebookresearch/dlrm),
+    concatenated with the dense features into an MLP (Cheng et al. 2016, arXiv:1606.07792)."""
+
+    def __init__(self, dim: int = 8):
+        super().__init__()
+        vocab = {"user_id": 120, "item_id": 200, "category": 30, "city": 50, "device": 12}
+        self.keys: List[str] = list(vocab.keys())
+        self.embs = nn.ModuleDict({k: nn.Embedding(v, dim) for k, v in vocab.items()})
+        self.mlp = _mlp([6 + dim * len(vocab), 32, 1])
+
+    def forward(self, dense: Tensor, ids: Dict[str, Tensor]) -> Tensor:
+        pooled: List[Tensor] = [dense]
+        for name, emb in self.embs.items():
+            pooled.append(emb(ids[name]).sum(1))
+        return torch.sigmoid(self.mlp(torch.cat(pooled, 1)))
+
+
 class DataDependentIf(nn.Module):
     """Missing-value imputation behind a data-dependent `if` (a common serving-side guard; no
     specific paper): only when the batch has a NaN are the NaNs replaced by learned defaults
@@ -792,6 +813,12 @@ def _two_tower_args(m: TwoTower, batch: int):
             _ids(batch, _vocab(m.item_tower.embs)), _dense(batch, 6))
 
 
+def _sparse_dict_args(m: SparseDict, batch: int, hot: int = 3):
+    return (_dense(batch, 6),
+            {k: torch.randint(0, m.embs[k].num_embeddings, (batch, hot), dtype=torch.int64)
+             for k in m.keys})
+
+
 def _dict_args(m: DictInput, batch: int):
     return ({k: _dense(batch, m.proj[k].in_features) for k in m.keys},)
 
@@ -820,6 +847,7 @@ REGISTRY = {
     # Tracing with mask=None would drop the mask; tracing with a mask would make it required.
     "optional_input": _seeded(119, OptionalInput, lambda m, b: (_dense(b, 48), None), False),
     "tuple_output": _seeded(120, TupleOutput, lambda m, b: (_dense(b, 32),), True),
+    "sparse_dict": _seeded(122, SparseDict, _sparse_dict_args, True),
 }
 
 
