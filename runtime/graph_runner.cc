@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -110,60 +111,81 @@ std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
 void EndOp(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!IsAutogradFrame(fn)) --op_depth;
 }
+
+// CountedRun: `run` once as a warm-up (one-time work is not counted), then again with the aten
+// ops counted; the module in inputs[0] keeps its state (BatchNorm's running statistics, SetAttr).
+absl::StatusOr<int64_t> CountedRun(const std::vector<c10::IValue>& inputs,
+                                   const std::function<absl::Status()>& run) {
+  ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);
+  absl::Status warm = run();
+  if (!warm.ok()) return warm;
+  aten_op_count = 0;
+  op_depth = 0;
+  at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(CountOp, EndOp).scopes({at::RecordScope::FUNCTION}));
+  absl::Status counted = run();
+  at::removeCallback(handle);
+  if (!counted.ok()) return counted;
+  return aten_op_count;
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
                                      const std::vector<c10::IValue>& inputs) {
   c10::NoGradGuard no_grad;
-  // Counting must not train the module (BatchNorm's running statistics, SetAttr).
-  ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);
-  std::vector<c10::IValue> cloned = CloneInputs(inputs);
-  // Warm-up run first, so one-time work is not counted.
-  auto warm = RunGraph(graph, cloned);
-  if (!warm.ok()) return warm.status();
-  cloned = CloneInputs(inputs);
-  aten_op_count = 0;
-  op_depth = 0;
-  at::CallbackHandle handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(CountOp, EndOp).scopes({at::RecordScope::FUNCTION}));
-  auto run = RunGraph(graph, cloned);
-  at::removeCallback(handle);
-  if (!run.ok()) return run.status();
-  return aten_op_count;
+  // Fresh inputs for each run, copied before the count.
+  std::vector<std::vector<c10::IValue>> copies = {CloneInputs(inputs), CloneInputs(inputs)};
+  size_t next = 0;
+  return CountedRun(inputs, [&]() -> absl::Status {
+    return RunGraph(graph, copies[next++]).status();
+  });
 }
 
 namespace {
 
-// One training step of `graph` (see CountAtenOpsPerTrainingStep).
-absl::Status TrainingStep(const std::shared_ptr<Graph>& graph, const std::vector<c10::IValue>& inputs) {
+// A training step's inputs: copies of the caller's, floating ones requiring grad, and what the
+// step differentiates to (the module's parameters and buffers that require grad, and those
+// copies). Made before the count, so that copying is not counted.
+struct StepInputs {
+  std::vector<c10::IValue> values;
   std::vector<at::Tensor> leaves;
+};
+
+StepInputs PrepareStep(const std::vector<c10::IValue>& inputs) {
+  StepInputs s;
   if (!inputs.empty() && inputs[0].isObject()) {
     torch::jit::Module m(inputs[0].toObject());
     for (const at::Tensor& p : m.parameters()) {
-      if (p.requires_grad()) leaves.push_back(p);
+      if (p.requires_grad()) s.leaves.push_back(p);
     }
     for (const at::Tensor& b : m.buffers()) {
-      if (b.requires_grad()) leaves.push_back(b);
+      if (b.requires_grad()) s.leaves.push_back(b);
     }
   }
-  std::vector<c10::IValue> in = MapTensors(inputs, [&](const at::Tensor& t) {
+  s.values = MapTensors(inputs, [&](const at::Tensor& t) {
     at::Tensor c = t.detach().clone();
     if (c10::isFloatingType(c.scalar_type())) {
       c.requires_grad_(true);
-      leaves.push_back(c);
+      s.leaves.push_back(c);
     }
     return c;
   });
-  auto out = RunGraph(graph, in);
+  return s;
+}
+
+// One training step of `graph` (see CountAtenOpsPerTrainingStep).
+absl::Status TrainingStep(const std::shared_ptr<Graph>& graph, const StepInputs& s) {
+  auto out = RunGraph(graph, s.values);
   if (!out.ok()) return out.status();
   at::Tensor loss;
   for (const auto& [path, t] : FlattenTensors(*out, "output")) {
     if (!c10::isFloatingType(t.scalar_type()) || !t.requires_grad()) continue;
     loss = loss.defined() ? loss + t.sum() : t.sum();
   }
-  if (!loss.defined() || leaves.empty()) return absl::OkStatus();
+  if (!loss.defined() || s.leaves.empty()) return absl::OkStatus();
   try {
-    torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
+    torch::autograd::grad({loss}, s.leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
   } catch (const std::exception& e) {
     std::string what = e.what();
     return absl::InvalidArgumentError(absl::StrCat("the backward failed: ", TorchErrorMessage(what)));
@@ -176,18 +198,9 @@ absl::Status TrainingStep(const std::shared_ptr<Graph>& graph, const std::vector
 absl::StatusOr<int64_t> CountAtenOpsPerTrainingStep(const std::shared_ptr<Graph>& graph,
                                                     const std::vector<c10::IValue>& inputs) {
   c10::AutoGradMode grad(true);
-  // Counting must not train the module (BatchNorm's running statistics, SetAttr).
-  ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);
-  absl::Status warm = TrainingStep(graph, inputs);  // one-time work is not counted
-  if (!warm.ok()) return warm;
-  aten_op_count = 0;
-  op_depth = 0;
-  at::CallbackHandle handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(CountOp, EndOp).scopes({at::RecordScope::FUNCTION}));
-  absl::Status run = TrainingStep(graph, inputs);
-  at::removeCallback(handle);
-  if (!run.ok()) return run;
-  return aten_op_count;
+  std::vector<StepInputs> steps = {PrepareStep(inputs), PrepareStep(inputs)};
+  size_t next = 0;
+  return CountedRun(inputs, [&] { return TrainingStep(graph, steps[next++]); });
 }
 
 }  // namespace sentier

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace sentier {
 
@@ -69,6 +70,26 @@ inline double MemoryMarginNeeded(int64_t original_peak, int64_t candidate_peak) 
 inline Verdict Judge(const StepFigures& original, const StepFigures& candidate, const VerdictMargins& m) {
   if (ExcessPeakBytes(original.peak_bytes, candidate.peak_bytes, m) > 0) return Verdict::kMoreMemory;
   return FasterThan(candidate.ms, original.ms, m) ? Verdict::kFaster : Verdict::kNotFaster;
+}
+
+// OpCounts: top-level aten ops of one forward and of one training step, forward and backward
+// (graph_runner.h); -1 where a count could not be taken.
+struct OpCounts {
+  int64_t forward = -1;
+  int64_t training_step = -1;
+};
+
+// UntimedGrowth: with nothing timed, whether the rewritten graph runs more aten ops than the
+// original: per training step where both were counted (batching adds cheap forward ops and
+// removes many backward ones), else per forward. `*what` names the step and the two counts, as
+// "training step (forward and backward) (122 vs 116)".
+inline bool UntimedGrowth(const OpCounts& before, const OpCounts& after, std::string* what) {
+  const bool by_step = before.training_step >= 0 && after.training_step >= 0;
+  const int64_t b = by_step ? before.training_step : before.forward;
+  const int64_t a = by_step ? after.training_step : after.forward;
+  *what = std::string(by_step ? "training step (forward and backward)" : "forward") + " (" +
+          std::to_string(a) + " vs " + std::to_string(b) + ")";
+  return a > b;
 }
 
 }  // namespace sentier

@@ -41,6 +41,7 @@
 #include "runtime/options_enums.h"
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"
+#include "runtime/verdict.h"
 #include "passes/canonicalize/pipeline.h"
 #include "passes/debug_log.h"
 #include "passes/torch_error.h"
@@ -296,13 +297,13 @@ int Run() {
   // changes). Without --cost=measure, the count of the --mode step decides whether a larger
   // graph is written.
   const bool inference_only = FLAGS_mode == "inference";
-  int64_t ops_before = -1, ops_after = -1, step_ops_before = -1, step_ops_after = -1;
+  sentier::OpCounts before, after;
   if (opts.sample_inputs != nullptr) {
     auto b = sentier::CountAtenOps(model->graph->copy(), samples);
-    if (b.ok()) ops_before = *b;
+    if (b.ok()) before.forward = *b;
     if (!inference_only) {
       auto sb = sentier::CountAtenOpsPerTrainingStep(model->graph->copy(), samples);
-      if (sb.ok()) step_ops_before = *sb;
+      if (sb.ok()) before.training_step = *sb;
     }
   }
   auto report = sentier::OptimizeGraph(model->graph, **rules, opts);
@@ -325,13 +326,13 @@ int Run() {
     j[absl::StrCat(key, "_before")] = before;
     j[absl::StrCat(key, "_after")] = *after;
   };
-  if (ops_before >= 0) {
-    count_after(sentier::CountAtenOps(model->graph, samples), ops_before, "aten_ops_per_forward",
-                &ops_after);
+  if (before.forward >= 0) {
+    count_after(sentier::CountAtenOps(model->graph, samples), before.forward,
+                "aten_ops_per_forward", &after.forward);
   }
-  if (step_ops_before >= 0) {
-    count_after(sentier::CountAtenOpsPerTrainingStep(model->graph, samples), step_ops_before,
-                "aten_ops_per_training_step", &step_ops_after);
+  if (before.training_step >= 0) {
+    count_after(sentier::CountAtenOpsPerTrainingStep(model->graph, samples),
+                before.training_step, "aten_ops_per_training_step", &after.training_step);
   }
   for (const auto& [name, n] : report->stats.errors) {
     std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n
@@ -355,16 +356,14 @@ int Run() {
                                "and most rules need them: splits by size, batching)"
                              : "no rule applied (0 rewrites)");
   }
-  // The step users run decides: a training step (forward and backward) unless --mode=inference
-  // or the step could not be counted.
-  const bool by_step = step_ops_before >= 0 && step_ops_after >= 0;
-  if (!measured && !FLAGS_allow_growth &&
-      (by_step ? step_ops_after > step_ops_before : ops_after > ops_before)) {
-    return keep_original(absl::StrFormat(
-        "the rewritten graph runs more aten ops per %s (%d vs %d) and nothing was timed to "
-        "show that it is faster (--cost=measure times it; --allow_growth writes it anyway)",
-        by_step ? "training step (forward and backward)" : "forward",
-        by_step ? step_ops_after : ops_after, by_step ? step_ops_before : ops_before));
+  // The step users run decides (verdict.h): a training step unless --mode=inference or the step
+  // could not be counted.
+  std::string growth;
+  if (!measured && !FLAGS_allow_growth && sentier::UntimedGrowth(before, after, &growth)) {
+    return keep_original(absl::StrCat(
+        "the rewritten graph runs more aten ops per ", growth,
+        " and nothing was timed to show that it is faster (--cost=measure times it; "
+        "--allow_growth writes it anyway)"));
   }
   absl::Status saved = sentier::SaveModel(*model, FLAGS_output);
   if (!saved.ok()) {
@@ -379,7 +378,7 @@ int Run() {
             << " rewrites (" << absl::StrJoin(fired, ", ") << "); nodes " << report->nodes_before
             << " -> " << report->nodes_after << "; " << absl::StrFormat("%.1f", report->optimize_ms)
             << " ms"
-            << (ops_before >= 0 ? absl::StrCat("; aten ops per forward ", ops_before, " -> ", ops_after)
+            << (before.forward >= 0 ? absl::StrCat("; aten ops per forward ", before.forward, " -> ", after.forward)
                                 : std::string())
             << "\n";
   return write_report();

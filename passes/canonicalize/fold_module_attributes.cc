@@ -9,8 +9,9 @@
 // buffers or submodules and whose value is an int, float, bool, str, None, or a list or tuple of
 // those (tensors stay attributes: they would become graph constants that Module::to does not
 // move), and for parameters and buffers declared NoneType (a bias-free `nn.Linear`'s `bias`: its
-// type admits no tensor, so it reads None in every call, as in a traced graph). It is safe when the value cannot change between calls: the attribute is assigned by no
-// method of any module of the hierarchy (no prim::SetAttr of that name), it is not `training`
+// type admits no tensor, so it reads None in every call, as in a traced graph). It is safe when
+// the value cannot change between calls: the attribute is assigned by no method of any module of
+// the hierarchy (no prim::SetAttr of that name), it is not `training`
 // (train() and eval() flip it on a loaded artifact), and a folded list is only read (no use may
 // write to it, or the constant would carry the write into the next call). An attribute that a
 // user changes from Python on the loaded artifact (`m.d = 3`) would not be seen: the same

@@ -128,13 +128,13 @@ int RunOptimizeJob(const JobSpec& spec) {
     j["aten_ops_per_forward_before"] = *before_ops;
     const bool training = spec.mode != ValidationMode::kInference;
     // Per training step too (forward and backward), which decides whether an untimed, larger
-    // graph is published when the job validates training; -1 where it could not be counted.
-    int64_t step_ops_before = -1;
+    // graph is published when the job validates training (verdict.h).
+    OpCounts ops_before{*before_ops, -1};
     if (training) {
       auto s = CountAtenOpsPerTrainingStep(model->graph->copy(), samples);
       if (s.ok()) {
-        step_ops_before = *s;
-        j["aten_ops_per_training_step_before"] = step_ops_before;
+        ops_before.training_step = *s;
+        j["aten_ops_per_training_step_before"] = *s;
       }
     }
     // Where the job validates and times. A model that does not run on the GPU (it creates CPU
@@ -245,7 +245,9 @@ int RunOptimizeJob(const JobSpec& spec) {
       absl::Status copied = CopyOriginal(model_path, out_path);
       if (!copied.ok()) return OutputFailed(spec, copied.message());
       j["aten_ops_per_forward_after"] = *before_ops;  // the artifact is the original
-      if (step_ops_before >= 0) j["aten_ops_per_training_step_after"] = step_ops_before;
+      if (ops_before.training_step >= 0) {
+        j["aten_ops_per_training_step_after"] = ops_before.training_step;
+      }
       j["status"] = std::string(ReportStatusName(ReportStatus::kUnchanged));
       j["reason"] = reason + memory_hint;
       return -1;
@@ -262,12 +264,12 @@ int RunOptimizeJob(const JobSpec& spec) {
                                    after_ops.status().message()));
       }
       j["aten_ops_per_forward_after"] = *after_ops;
-      int64_t step_ops_after = -1;
-      if (step_ops_before >= 0) {
+      OpCounts ops_after{*after_ops, -1};
+      if (ops_before.training_step >= 0) {
         auto s = CountAtenOpsPerTrainingStep(model->graph, samples);
         if (s.ok()) {
-          step_ops_after = *s;
-          j["aten_ops_per_training_step_after"] = step_ops_after;
+          ops_after.training_step = *s;
+          j["aten_ops_per_training_step_after"] = *s;
         }
       }
       auto t3 = Clock::now();
@@ -334,17 +336,13 @@ int RunOptimizeJob(const JobSpec& spec) {
                 cand.peak_bytes / 1048576.0, ref.peak_bytes / 1048576.0, step, margins.memory * 100));
             break;
         }
-      } else if (!select && (step_ops_after >= 0 ? step_ops_after > step_ops_before
-                                                 : *after_ops > *before_ops)) {
+      } else if (std::string growth; !select && UntimedGrowth(ops_before, ops_after, &growth)) {
         // No timing shows that the larger graph pays: the original is kept. The step the job
         // validates decides: a training step (forward and backward) where one was counted.
-        const bool by_step = step_ops_after >= 0;
         done = keep_original(absl::StrFormat(
-            "The optimized graph runs more aten ops per %s (%d vs %d) and nothing was timed "
-            "on %s to show that it is faster, so the artifact is the original.",
-            by_step ? "training step (forward and backward)" : "forward",
-            by_step ? step_ops_after : *after_ops, by_step ? step_ops_before : *before_ops,
-            device_name));
+            "The optimized graph runs more aten ops per %s and nothing was timed on %s to show "
+            "that it is faster, so the artifact is the original.",
+            growth, device_name));
       }
       j["validation"] = val;
     }
