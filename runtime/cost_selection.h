@@ -7,7 +7,10 @@
 // the model is faster without it (by more than the noise margin). When even the best set is not
 // faster than the original, the selection is empty and the caller publishes the original.
 // A selection that is faster is confirmed by timing it and the original once more, back to
-// back; unconfirmed, the original is kept.
+// back; unconfirmed, the original is kept. With inference_too, the forward must not be slower
+// either, judged on both timings together (the geometric mean of the two forward ratios): on a
+// forward of a few tenths of a millisecond one timing alone can be 10% off either way, and it
+// must neither publish a slower forward nor refuse a selection on one unlucky timing.
 //
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
 // original's (the training step's; with inference_too the forward's as well), by more than
@@ -22,6 +25,8 @@
 #ifndef SENTIER_RUNTIME_COST_SELECTION_H_
 #define SENTIER_RUNTIME_COST_SELECTION_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +83,27 @@ struct CostSelection {
   std::vector<std::string> dropped;
   std::vector<std::string> log;          // one line per measurement
 };
+
+// One measured rule set: the score (see CostOptions), the forward alone, the peaks, and the
+// rules that fired.
+struct TrialFigures {
+  double ms = 0.0;
+  double forward_ms = 0.0;
+  int64_t peak = -1;          // peak bytes of the scored step (training step, or forward)
+  int64_t forward_peak = -1;  // of one forward
+  std::vector<std::string> fired;
+};
+
+// Optimizes the model with `rules` and measures it; when `original` is not null, the original
+// is measured in the same call, back to back, into `*original`.
+using TrialMeasurer =
+    std::function<absl::StatusOr<TrialFigures>(const RuleSet& rules, TrialFigures* original)>;
+
+// SelectRules: the selection over any measurer (SelectRulesByMeasurement passes the one that
+// loads, optimizes and times the model; tests pass figures). Of `options` it reads `training`,
+// `inference_too` and `margins`.
+absl::StatusOr<CostSelection> SelectRules(const RuleSet& rules, const CostOptions& options,
+                                          const TrialMeasurer& measure);
 
 // `samples`: the model's sample inputs (without the module itself).
 absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_path,

@@ -20,6 +20,7 @@ PACKAGES=(
   nlohmann-json3-dev
   libcpp-httplib-dev
   libssl-dev
+  libtcmalloc-minimal4   # gperftools' tcmalloc, linked by the optimizing binaries
 )
 if [[ "${1:-}" == "--with-clang" ]]; then
   PACKAGES+=(clang-14 libclang-rt-14-dev)   # for bazel build --config=fuzz
