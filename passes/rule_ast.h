@@ -121,6 +121,9 @@ struct RewriteStmt {
   };
   Kind kind = Kind::kInsert;
   std::string output;  // kInsert/kUnpack: the name defined (without %)
+  // kInsert of an operator with several outputs (`%bag, _, _, _ = aten::embedding_bag(...)`):
+  // one name per output, in order ("" for `_`); empty for the one-output form.
+  std::vector<std::string> outputs;
   std::string op;      // kInsert/kEach: the operator; kCall: the builtin's name
   std::vector<ExprPtr> args;
   // kInsert/kEach: keyword arguments (`alpha=$a`), required for keyword-only schema arguments.

@@ -878,13 +878,32 @@ class FileParser {
       return stmt;
     }
     const Token out = ts.Peek();
-    if (out.kind != Token::Kind::kValue) {
+    const bool skip_first = out.kind == Token::Kind::kIdent && out.text == "_" && ts.IsPunct(",", 1);
+    if (out.kind != Token::Kind::kValue && !skip_first) {
       return ts.ErrorHere(absl::StrCat(
-          "expected '%name = op(...)', '%names... = unpack(...)', '%names... = each op(...)', "
-          "'%names... = constants(...)', 'replace' or 'call'", ts.Found()));
+          "expected '%name = op(...)', '%a, %b = op(...)', '%names... = unpack(...)', "
+          "'%names... = each op(...)', '%names... = constants(...)', 'replace' or 'call'",
+          ts.Found()));
     }
     ts.Next();
-    stmt.output = out.text;
+    stmt.output = skip_first ? "" : out.text;
+    // `%a, _, %c = op(...)`: one name (or `_`) per output of a many-output operator.
+    if (ts.IsPunct(",")) {
+      if (out.variadic) return ts.ErrorAt(out, "an operator's outputs are named one by one: drop the '...'");
+      stmt.outputs.push_back(stmt.output);
+      while (ts.IsPunct(",")) {
+        ts.Next();
+        const Token o = ts.Peek();
+        if (o.kind == Token::Kind::kIdent && o.text == "_") {
+          stmt.outputs.push_back("");
+        } else if (o.kind == Token::Kind::kValue && !o.variadic) {
+          stmt.outputs.push_back(o.text);
+        } else {
+          return ts.ErrorHere(absl::StrCat("expected an output name or '_'", ts.Found()));
+        }
+        ts.Next();
+      }
+    }
     SENTIER_RETURN_IF_ERROR(ts.Expect("="));
     const Token op = ts.Peek();
     if (op.kind != Token::Kind::kIdent) {
@@ -892,6 +911,9 @@ class FileParser {
     }
     ts.Next();
     stmt.op = op.text;
+    if (!stmt.outputs.empty() && (op.text == "unpack" || op.text == "constants" || op.text == "each")) {
+      return ts.ErrorAt(op, absl::StrCat(op.text, " defines one sequence, not several names"));
+    }
     if (op.text == "unpack" || op.text == "constants") {
       stmt.kind = op.text == "unpack" ? RewriteStmt::Kind::kUnpack : RewriteStmt::Kind::kConstants;
       if (!out.variadic) {

@@ -121,7 +121,29 @@ INSTANTIATE_TEST_SUITE_P(
                 "aten::relu(%x)\n  rewrite\n    replace %y with %x\nend\n",
                 "bad.rules:1:1: 'any_batch_size' belongs to a 'group' rule ('r' is a match rule)"},
         BadCase{"rule r\n  family f\n  description d\n  any_batch_size yes\n",
-                "bad.rules:4:3: 'any_batch_size' takes no value"}));
+                "bad.rules:4:3: 'any_batch_size' takes no value"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
+                "rewrite\n    %a, 1 = aten::sort(%x)\n    replace %y with %a\nend\n",
+                "bad.rules:7:9: expected an output name or '_'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
+                "rewrite\n    %a, %b = each aten::neg(%x)\n    replace %y with %a\nend\n",
+                "bad.rules:7:14: each defines one sequence, not several names"}));
+
+// `%a, _, %c = op(...)`: one name or `_` per output of a many-output operator.
+TEST(RuleParserTest, ParsesManyOutputInsert) {
+  auto rules = ParseRules(
+      "rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  rewrite\n"
+      "    %v, _ = aten::sort(%x, 0, False)\n    _, %i = aten::sort(%x)\n"
+      "    replace %y with %v\nend\n",
+      "t.rules");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  const Rule& r = (*rules)[0];
+  ASSERT_EQ(r.rewrite.size(), 3u);
+  EXPECT_EQ(r.rewrite[0].kind, RewriteStmt::Kind::kInsert);
+  EXPECT_EQ(r.rewrite[0].outputs, (std::vector<std::string>{"v", ""}));
+  EXPECT_EQ(r.rewrite[1].outputs, (std::vector<std::string>{"", "i"}));
+  EXPECT_TRUE(r.rewrite[2].outputs.empty());
+}
 
 // `each` and `constants` statements: one node per member, one constant per element.
 TEST(RuleParserTest, ParsesEachAndConstants) {

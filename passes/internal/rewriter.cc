@@ -52,7 +52,15 @@ class Rewriter {
             if (!kwargs.ok()) return Fail(kwargs.status());
             absl::StatusOr<Value*> out = InsertOp(s.op, *args, *kwargs, block);
             if (!out.ok()) return Fail(out.status());
-            ctx_.bindings->values[s.output] = *out;
+            if (s.outputs.empty()) {
+              ctx_.bindings->values[s.output] = *out;
+              break;
+            }
+            absl::StatusOr<std::vector<Value*>> outs = OutputsOf(*out, s.outputs.size(), s.op);
+            if (!outs.ok()) return Fail(outs.status());
+            for (size_t k = 0; k < s.outputs.size(); ++k) {
+              if (!s.outputs[k].empty()) ctx_.bindings->values[s.outputs[k]] = (*outs)[k];
+            }
             break;
           }
           case RewriteStmt::Kind::kEach: {
@@ -200,21 +208,45 @@ class Rewriter {
       if (!nv.ok()) return nv.status();
       kwnamed.emplace_back(kw, nv->value(*g));
     }
+    // Everything Graph::insert creates (the operator, constants for literal arguments, the
+    // tuple a many-output operator is packed in) lands right before `point`: all of it is
+    // tracked, so that a rollback leaves nothing behind.
+    Node* before = point->prev();
     Value* out = g->insert(c10::Symbol::fromQualString(op), named, kwnamed);
-    Track(out->node());
+    for (Node* n = before->next(); n != point; n = n->next()) Track(n);
     // An overload reached only through an implicit conversion (a tensor passed where a
     // Scalar goes) computes something else: refuse it.
     for (Value* in : out->node()->inputs()) {
       c10::Symbol k = in->node()->kind();
       if (k == c10::aten::ScalarImplicit || k == c10::aten::IntImplicit ||
           k == c10::aten::FloatImplicit || k == c10::aten::ComplexImplicit) {
-        Track(in->node());
         return absl::InvalidArgumentError(absl::StrCat(
             op, " matched only through an implicit ", k.toQualString(),
             " (pass keyword-only arguments as name=value)"));
       }
     }
     return out;
+  }
+
+  // The outputs of an inserted many-output operator. Graph::insert returns them packed in a
+  // prim::TupleConstruct (as TorchScript does for a call); that tuple is dropped and the
+  // operator's own outputs are returned, `count` of them, or an error naming the mismatch.
+  absl::StatusOr<std::vector<Value*>> OutputsOf(Value* packed, size_t count, const std::string& op) {
+    Node* tuple = packed->node();
+    Node* node = tuple->inputs().empty() ? nullptr : tuple->input(0)->node();
+    bool is_pack = tuple->kind() == c10::prim::TupleConstruct && node != nullptr &&
+                   node->outputs().size() == tuple->inputs().size();
+    for (size_t k = 0; is_pack && k < tuple->inputs().size(); ++k) {
+      is_pack = tuple->input(k) == node->output(k);
+    }
+    const size_t has = is_pack ? node->outputs().size() : 1;
+    if (has != count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, " has ", has, " output", has == 1 ? "" : "s", "; the statement names ", count));
+    }
+    inserted_.erase(std::remove(inserted_.begin(), inserted_.end(), tuple), inserted_.end());
+    tuple->destroy();  // (the operator itself was tracked by InsertOp)
+    return std::vector<Value*>(node->outputs().begin(), node->outputs().end());
   }
 
   static std::vector<Value*> AsValues(const Datum& d) {

@@ -128,6 +128,31 @@ TEST(RewriterTest, EachOfUnequalSequencesFailsAndRollsBack) {
                          "one non-zero length");
 }
 
+// A many-output operator binds one name per output (`_` skips one): aten::sort's values replace
+// the relu chain, its indices are not used; the tuple Graph::insert packs them in is dropped.
+TEST(RewriterTest, ManyOutputOperatorBindsEachOutput) {
+  auto g = ParseGraph(kGraph);
+  std::string error;
+  ApplyResult res = RewriteAtY(RuleWithRewrite("    %v, _ = aten::sort(%x, 0, False)\n"
+                                               "    replace %y with %v\n"),
+                               g, &error);
+  ASSERT_EQ(res, ApplyResult::kApplied) << error;
+  FileCheck().check("aten::sort(%x")->check_not("prim::TupleConstruct")->check("aten::tanh(")->run(*g);
+  Node* tanh = g.node("z");
+  EXPECT_EQ(tanh->input(0)->node()->kind(), c10::Symbol::fromQualString("aten::sort"));
+  EXPECT_EQ(tanh->input(0)->offset(), 0u);
+}
+
+// Naming more or fewer outputs than the operator has is an error, and nothing is left behind.
+TEST(RewriterTest, ManyOutputCountMismatchFailsAndRollsBack) {
+  ExpectErrorAndRollBack("    %v, %i, %k = aten::sort(%x, 0, False)\n"
+                         "    replace %y with %v\n",
+                         "aten::sort has 2 outputs; the statement names 3");
+  ExpectErrorAndRollBack("    %v, %i = aten::tanh(%x)\n"
+                         "    replace %y with %v\n",
+                         "aten::tanh has 1 output; the statement names 2");
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace sentier

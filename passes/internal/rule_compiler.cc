@@ -333,10 +333,18 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
         if (IsRegexOp(s.op)) return LocError(s.loc, "a rewrite inserts one named operator, not a regex");
         auto kinds = ResolveOp(s.op, s.loc);
         if (!kinds.ok()) return kinds.status();
-        if (names.contains(absl::StrCat("%", s.output))) {
-          return LocError(s.loc, absl::StrCat("'%", s.output, "' is already bound"));
+        const std::vector<std::string> defined =
+            s.outputs.empty() ? std::vector<std::string>{s.output} : s.outputs;
+        bool any = false;
+        for (const std::string& name : defined) {
+          if (name.empty()) continue;  // `_`
+          any = true;
+          if (names.contains(absl::StrCat("%", name)) || names.contains(absl::StrCat("%", name, "..."))) {
+            return LocError(s.loc, absl::StrCat("'%", name, "' is already bound"));
+          }
+          names.insert(absl::StrCat("%", name));
         }
-        names.insert(absl::StrCat("%", s.output));
+        if (!any) return LocError(s.loc, "an inserted operator must name at least one output");
         break;
       }
       case RewriteStmt::Kind::kEach:

@@ -81,6 +81,20 @@ TEST(RuleCompilerTest, UnknownFunctionAndWrongArityAreErrors) {
   EXPECT_EQ(ErrorAfterEdit("aten::add", "aten::add"), "");
 }
 
+// A many-output insert binds each named output; a name bound twice, or no name at all, is an
+// error at the statement.
+TEST(RuleCompilerTest, ManyOutputInsertBindsItsNames) {
+  EXPECT_EQ(ErrorAfterEdit("    replace %y with %s\n",
+                           "    %v, _ = aten::sort(%s)\n    replace %y with %v\n"),
+            "");
+  std::string twice = ErrorAfterEdit("    replace %y with %s\n",
+                                     "    %v, %v = aten::sort(%s)\n    replace %y with %v\n");
+  EXPECT_NE(twice.find("test.rules:10:5: '%v' is already bound"), std::string::npos) << twice;
+  std::string none = ErrorAfterEdit("    replace %y with %s\n",
+                                    "    _, _ = aten::sort(%s)\n    replace %y with %s\n");
+  EXPECT_NE(none.find("must name at least one output"), std::string::npos) << none;
+}
+
 TEST(RuleCompilerTest, RuleSetRefusesADuplicateNameAndNamesIt) {
   auto parsed = ParseRules(std::string(kRule) + "\n" + kRule, "test.rules");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
