@@ -9,11 +9,9 @@ namespace {
 using torch::jit::Block;
 using torch::jit::Node;
 
-bool Removable(Node* n) {
-  if (!n->blocks().empty()) return false;
-  for (const torch::jit::Value* o : n->outputs()) {
-    if (o->hasUses()) return false;
-  }
+// Whether `n` can go once nothing uses its outputs.
+bool EffectFree(Node* n) {
+  if (!n->blocks().empty() || n->kind() == c10::prim::Return) return false;
   if (n->kind() == c10::prim::Constant) return true;
   try {
     if (n->hasSideEffects()) return false;
@@ -24,6 +22,13 @@ bool Removable(Node* n) {
   if (schema != nullptr && schema->is_mutable()) return false;
   if (schema == nullptr && !n->kind().is_prim()) return false;
   return true;
+}
+
+bool Removable(Node* n) {
+  for (const torch::jit::Value* o : n->outputs()) {
+    if (o->hasUses()) return false;
+  }
+  return EffectFree(n);
 }
 
 // `kept`: empty, or called on every node left in place.
@@ -50,6 +55,15 @@ bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* r
   int64_t n = Sweep(graph->block(), kept);
   if (removed != nullptr) *removed += n;
   return n > 0;
+}
+
+bool HasLiveUses(Node* n, int depth) {
+  for (torch::jit::Value* o : n->outputs()) {
+    for (const torch::jit::Use& u : o->uses()) {
+      if (depth <= 0 || !EffectFree(u.user) || HasLiveUses(u.user, depth - 1)) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace sentier

@@ -24,6 +24,13 @@ namespace sentier {
 bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* removed = nullptr,
                      const std::function<void(torch::jit::Node*)>& kept = {});
 
+// HasLiveUses: whether an output of `n` is used by a node that is not itself dead. A user is
+// dead when RemoveDeadNodes would delete it once its own users are gone, looked at up to `depth`
+// users deep (past that, a user counts as live). The rewrite driver and the group search skip
+// anchors without live uses: the members a rewrite replaced earlier in the same round stay in
+// the graph, unused, until the sweep between rounds, and so do the nodes that feed only them.
+bool HasLiveUses(torch::jit::Node* n, int depth = 3);
+
 }  // namespace sentier
 
 #endif  // SENTIER_PASSES_REMOVE_DEAD_NODES_H_

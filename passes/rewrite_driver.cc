@@ -446,10 +446,8 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
         if (it == by_kind.end()) continue;
         for (Node* anchor : it->second) {
           if (round > 0 && !dirty.contains(anchor)) continue;
-          // Anchors whose outputs are all unused are dead (possibly replaced this round).
-          bool live = false;
-          for (torch::jit::Value* o : anchor->outputs()) live |= o->hasUses();
-          if (!live) continue;
+          // Anchors without live uses are dead (replaced this round, or feeding only such nodes).
+          if (!HasLiveUses(anchor)) continue;
           std::string error;
           std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
           bool own_output = CreatedBy(mine, anchor);

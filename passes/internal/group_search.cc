@@ -16,6 +16,7 @@
 #include "passes/internal/expr_eval.h"
 #include "passes/internal/matcher.h"
 #include "passes/internal/rule_eval.h"
+#include "passes/remove_dead_nodes.h"
 
 namespace sentier {
 namespace internal {
@@ -314,9 +315,7 @@ bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& ru
   };
   absl::flat_hash_map<torch::jit::Block*, std::vector<Span>> spans;
   for (Node* n : candidates) {
-    bool live = false;
-    for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
-    if (!live) continue;  // never a member
+    if (!HasLiveUses(n)) continue;  // never a member
     torch::jit::Block* block = n->owningBlock();
     Span span{nullptr, nullptr};
     WidenSpan(n, block, nullptr, &span.last_def, &span.first_use);  // the member's one node
@@ -359,9 +358,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
   members.reserve(candidates.size());
   absl::flat_hash_map<std::string, std::vector<size_t>> buckets;
   for (Node* n : candidates) {
-    bool live = false;
-    for (torch::jit::Value* o : n->outputs()) live |= o->hasUses();
-    if (!live) continue;
+    if (!HasLiveUses(n)) continue;  // replaced earlier in this round, or feeding only such nodes
     GroupMember m;
     bool ok = MatchGroupMember(rule, n, facts, &m, stacked_parameters);
     SENTIER_DEBUG(kGroups, "group " << name << " candidate %" << n->output(0)->debugName()
