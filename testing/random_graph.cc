@@ -645,10 +645,13 @@ class Gen {
   // `emb(sparse[:, i])` in a ModuleList loop, or the pieces of `unbind(sparse, 1)`), or one index
   // input per feature (bags of 1-3 ids; nothing proves their batch sizes equal). Mostly tables of
   // one width, some of another width or with a padding row (which the embedding rules must leave
-  // alone). Index inputs stay outside the pool (no float op may read them); random inputs draw
-  // each column in 0..3, so every table has at least 4 rows.
+  // alone). Bags of ids (one input per feature, or the [B, bag] columns of one [B, k, bag]
+  // input) are often sum-pooled over the bag, as `emb(ids).sum(1)`. Index inputs stay outside
+  // the pool (no float op may read them); random inputs draw each column in 0..3, so every
+  // table has at least 4 rows.
   void Embedding() {
     int64_t bsz = R(2, 4), k = R(2, 5), d = R(1, 6);
+    const bool pool = P(0.6);  // sum-pool the members whose indices are bags
     std::vector<std::string> cols;
     std::vector<Shape> col_shapes;
     auto long_input = [&](const Shape& shape) {
@@ -660,6 +663,15 @@ class Gen {
       int64_t bag = R(1, 3);
       for (int64_t i = 0; i < k; ++i) {
         cols.push_back(long_input({bsz, bag}));
+        col_shapes.push_back({bsz, bag});
+      }
+    } else if (P(0.25)) {
+      int64_t bag = R(1, 3);
+      std::string idx = long_input({bsz, k, bag});
+      for (int64_t i = 0; i < k; ++i) {
+        std::string c = Fresh();
+        Emit(c + " : Tensor", absl::StrCat("aten::select(", idx, ", ", Int(1), ", ", Int(i), ")"));
+        cols.push_back(c);
         col_shapes.push_back({bsz, bag});
       }
     } else if (P(0.4)) {
@@ -689,6 +701,13 @@ class Gen {
       std::string y = Fresh();
       Emit(y + " : Tensor", absl::StrCat("aten::embedding(", w, ", ", cols[i], ", ", pad, ", ",
                                         Bool(false), ", ", Bool(false), ")"));
+      if (pool && col_shapes[i].size() == 2) {
+        std::string p = Fresh();
+        Emit(p + " : Tensor", absl::StrCat("aten::sum(", y, ", ", IntList({1}), ", ", Bool(false), ", ",
+                                          None(), ")"));
+        Add(p, {col_shapes[i][0], width}, false);
+        continue;
+      }
       Shape out = col_shapes[i];
       out.push_back(width);
       Add(y, out, false);
