@@ -133,6 +133,20 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                     }
                     return Datum::List(std::move(out));
                   }};
+  f["index"] = {2, 2, "index(list, x): the position of the first element equal to x (fails when none is)",
+                [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                  SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
+                  for (size_t k = 0; k < items.size(); ++k) {
+                    if (items[k].Equal(a[1])) return Datum::Int(static_cast<int64_t>(k));
+                  }
+                  return Err("index(): no element is equal");
+                }};
+  f["kind"] = {1, 1, "kind(%v): the kind of the node that produces the value, as a string (\"aten::sum\")",
+               [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                 SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                 if (vs.size() != 1) return Err("kind() takes one value");
+                 return Datum::Str(vs[0]->node()->kind().toQualString());
+               }};
   f["param_layout"] = {0, 0,
                        "param_layout(): \"stacked\" when the artifact stores the parameters the "
                        "batching rules stack as stacked parameters, else \"original\"",

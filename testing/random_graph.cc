@@ -646,12 +646,13 @@ class Gen {
   // input per feature (bags of 1-3 ids; nothing proves their batch sizes equal). Mostly tables of
   // one width, some of another width or with a padding row (which the embedding rules must leave
   // alone). Bags of ids (one input per feature, or the [B, bag] columns of one [B, k, bag]
-  // input) are often sum-pooled over the bag, as `emb(ids).sum(1)`. Index inputs stay outside
+  // input) are often pooled over the bag, as `emb(ids).sum(1)` or `.mean(1)`. Index inputs stay outside
   // the pool (no float op may read them); random inputs draw each column in 0..3, so every
   // table has at least 4 rows.
   void Embedding() {
     int64_t bsz = R(2, 4), k = R(2, 5), d = R(1, 6);
-    const bool pool = P(0.6);  // sum-pool the members whose indices are bags
+    const bool pool = P(0.6);  // pool the members whose indices are bags, by sum or by mean
+    const bool mean = P(0.3);
     std::vector<std::string> cols;
     std::vector<Shape> col_shapes;
     auto long_input = [&](const Shape& shape) {
@@ -703,8 +704,8 @@ class Gen {
                                         Bool(false), ", ", Bool(false), ")"));
       if (pool && col_shapes[i].size() == 2) {
         std::string p = Fresh();
-        Emit(p + " : Tensor", absl::StrCat("aten::sum(", y, ", ", IntList({1}), ", ", Bool(false), ", ",
-                                          None(), ")"));
+        Emit(p + " : Tensor", absl::StrCat(mean ? "aten::mean(" : "aten::sum(", y, ", ", IntList({1}), ", ",
+                                          Bool(false), ", ", None(), ")"));
         Add(p, {col_shapes[i][0], width}, false);
         continue;
       }

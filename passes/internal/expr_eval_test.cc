@@ -88,6 +88,21 @@ TEST_F(ExprEvalTest, CapturesListsIndexingAndFunctions) {
   EXPECT_EQ(len->i, 4);
 }
 
+// kind() names the producing node (here a graph input's param node); index() finds an element.
+TEST_F(ExprEvalTest, KindAndIndex) {
+  auto kind = EvalText("kind(%x)");
+  ASSERT_TRUE(kind.ok()) << kind.status();
+  EXPECT_EQ(kind->s, "prim::Param");
+  auto at = EvalText("index([\"aten::sum\", \"aten::mean\"], \"aten::mean\")");
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->i, 1);
+  EXPECT_EQ(EvalText("index($ks, 6)")->i, 1);
+  auto missing = EvalText("index($ks, 7)");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(std::string(missing.status().message()).find("no element is equal"), std::string::npos)
+      << missing.status();
+}
+
 TEST_F(ExprEvalTest, ErrorsNameTheExpression) {
   auto zero = EvalText("1 / 0");
   ASSERT_FALSE(zero.ok());
