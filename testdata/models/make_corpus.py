@@ -608,6 +608,35 @@ class SparseDict(nn.Module):
         return torch.sigmoid(self.mlp(torch.cat(pooled, 1)))
 
 
+class YouTubeDNN(nn.Module):
+    """Candidate generation of Covington, Adams and Sargin 2016, "Deep Neural Networks for YouTube
+    Recommendations" (RecSys '16): variable-length bags of ids (watched videos, searched tokens)
+    are embedded and averaged into fixed vectors (the paper's "watch vector" and "search
+    vector"), concatenated with a geographic embedding and dense features (age, gender), and fed
+    through a tower of ReLU layers whose output scores the candidate videos. Here the bags have
+    fixed length L (padded histories truncated to L): history [B, S, L] holds S behaviour
+    sequences, one nn.Embedding per sequence in a ModuleList, each averaged over its L ids.
+    """
+
+    def __init__(self, vocab: Tuple[int, ...] = (300, 120, 40, 200), dim: int = 16,
+                 videos: int = 100):
+        super().__init__()
+        self.seq_embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab])
+        self.geo = nn.Embedding(50, dim)
+        self.tower = _mlp([dim * len(vocab) + dim + 3, 64, 32], final_act=True)
+        self.scores = nn.Linear(32, videos)
+
+    def forward(self, history: Tensor, geo: Tensor, dense: Tensor) -> Tensor:
+        parts: List[Tensor] = []
+        i = 0
+        for emb in self.seq_embs:
+            parts.append(emb(history[:, i]).mean(1))
+            i += 1
+        parts.append(self.geo(geo))
+        parts.append(dense)
+        return self.scores(self.tower(torch.cat(parts, 1)))
+
+
 class DataDependentIf(nn.Module):
     """Missing-value imputation behind a data-dependent `if` (a common serving-side guard; no
     specific paper): only when the batch has a NaN are the NaNs replaced by learned defaults
@@ -819,6 +848,13 @@ def _sparse_dict_args(m: SparseDict, batch: int, hot: int = 3):
              for k in m.keys})
 
 
+def _youtube_dnn_args(m: YouTubeDNN, batch: int, length: int = 8):
+    history = torch.stack([torch.randint(0, e.num_embeddings, (batch, length), dtype=torch.int64)
+                           for e in m.seq_embs], 1)
+    return (history, torch.randint(0, m.geo.num_embeddings, (batch,), dtype=torch.int64),
+            _dense(batch, 3))
+
+
 def _dict_args(m: DictInput, batch: int):
     return ({k: _dense(batch, m.proj[k].in_features) for k in m.keys},)
 
@@ -848,6 +884,7 @@ REGISTRY = {
     "optional_input": _seeded(119, OptionalInput, lambda m, b: (_dense(b, 48), None), False),
     "tuple_output": _seeded(120, TupleOutput, lambda m, b: (_dense(b, 32),), True),
     "sparse_dict": _seeded(122, SparseDict, _sparse_dict_args, True),
+    "youtube_dnn": _seeded(123, YouTubeDNN, _youtube_dnn_args, True),
 }
 
 
