@@ -164,63 +164,63 @@ CostOptions TrainingAndForward() {
   return opts;
 }
 
+// SelectScripted: the selection over scripted figures in which batch_linear halves the step;
+// `forward` and `original_forward` are the forward times of the timing that chooses the set and
+// of the confirmation. `timed_with_original` (optional) gets the number of timings that timed
+// the original too.
+CostSelection SelectScripted(const RuleSet& rules, const CostOptions& opts, std::vector<double> forward,
+                             std::vector<double> original_forward, int* timed_with_original = nullptr) {
+  ScriptedTimings timings;
+  timings.fast = {"batch_linear"};
+  timings.forward_ms = std::move(forward);
+  timings.original_forward_ms = std::move(original_forward);
+  auto sel = SelectRules(rules, opts, timings.Measurer());
+  EXPECT_TRUE(sel.ok()) << sel.status();
+  if (timed_with_original != nullptr) *timed_with_original = timings.with_original;
+  return sel.ok() ? *sel : CostSelection();
+}
+
 TEST_F(CostSelectionTest, ForwardSlowerInOneTimingOnlyDoesNotRefuseTheSelection) {
   // wide_deep's case on the H200: the step 1.67x faster, the forward 0.340 vs 0.311 ms in the
   // timing that chose the set, 0.290 vs 0.310 ms when timed again (1.011 over both).
-  ScriptedTimings timings;
-  timings.fast = {"batch_linear"};
-  timings.forward_ms = {0.340, 0.290};
-  timings.original_forward_ms = {0.311, 0.310};
-  auto sel = SelectRules(*rules_, TrainingAndForward(), timings.Measurer());
-  ASSERT_TRUE(sel.ok()) << sel.status();
-  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
-  EXPECT_EQ(timings.with_original, 2);  // the first timing and the confirmation
-  EXPECT_TRUE(sel->faster);
-  EXPECT_TRUE(sel->confirmed);
-  EXPECT_TRUE(sel->dropped.empty());
-  EXPECT_EQ(sel->rules->size(), rules_->size());  // the whole set: nothing was left out
-  EXPECT_TRUE(LogHas(*sel, "over both): not slower"));
+  int timed = 0;
+  CostSelection sel = SelectScripted(*rules_, TrainingAndForward(), {0.340, 0.290}, {0.311, 0.310}, &timed);
+  SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
+  EXPECT_EQ(timed, 2);  // the first timing and the confirmation
+  EXPECT_TRUE(sel.faster);
+  EXPECT_TRUE(sel.confirmed);
+  EXPECT_TRUE(sel.dropped.empty());
+  ASSERT_NE(sel.rules, nullptr);
+  EXPECT_EQ(sel.rules->size(), rules_->size());  // the whole set: nothing was left out
+  EXPECT_TRUE(LogHas(sel, "over both): not slower"));
 }
 
 TEST_F(CostSelectionTest, ForwardSlowerInBothTimingsRefusesTheSelection) {
-  ScriptedTimings timings;
-  timings.fast = {"batch_linear"};
-  timings.forward_ms = {0.340, 0.335};
-  timings.original_forward_ms = {0.311, 0.310};
-  auto sel = SelectRules(*rules_, TrainingAndForward(), timings.Measurer());
-  ASSERT_TRUE(sel.ok()) << sel.status();
-  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
-  EXPECT_FALSE(sel->faster);
-  EXPECT_TRUE(sel->confirmed);  // the step's gain was confirmed; the forward refused it
-  EXPECT_EQ(sel->rules->size(), 0u);
-  EXPECT_TRUE(LogHas(*sel, "over both): slower"));
-  EXPECT_TRUE(absl::StartsWith(sel->log.back(), "forward slower with the selection: 0.340 ms vs 0.311 ms"));
+  CostSelection sel = SelectScripted(*rules_, TrainingAndForward(), {0.340, 0.335}, {0.311, 0.310});
+  SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
+  EXPECT_FALSE(sel.faster);
+  EXPECT_TRUE(sel.confirmed);  // the step's gain was confirmed; the forward refused it
+  ASSERT_NE(sel.rules, nullptr);
+  EXPECT_EQ(sel.rules->size(), 0u);
+  EXPECT_TRUE(LogHas(sel, "over both): slower"));
+  ASSERT_FALSE(sel.log.empty());
+  EXPECT_TRUE(absl::StartsWith(sel.log.back(), "forward slower with the selection: 0.340 ms vs 0.311 ms"));
 }
 
 TEST_F(CostSelectionTest, ForwardFasterOnceAndMuchSlowerOnceIsSlowerOverBoth) {
   // Not "faster in either timing": 0.97 and 1.12 of the original are 1.04 together.
-  ScriptedTimings timings;
-  timings.fast = {"batch_linear"};
-  timings.forward_ms = {0.300, 0.347};
-  timings.original_forward_ms = {0.310, 0.310};
-  auto sel = SelectRules(*rules_, TrainingAndForward(), timings.Measurer());
-  ASSERT_TRUE(sel.ok()) << sel.status();
-  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
-  EXPECT_FALSE(sel->faster);
-  EXPECT_EQ(sel->rules->size(), 0u);
+  CostSelection sel = SelectScripted(*rules_, TrainingAndForward(), {0.300, 0.347}, {0.310, 0.310});
+  SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
+  EXPECT_FALSE(sel.faster);
+  ASSERT_NE(sel.rules, nullptr);
+  EXPECT_EQ(sel.rules->size(), 0u);
 }
 
 TEST_F(CostSelectionTest, TrainingOnlyDoesNotJudgeTheForward) {
-  ScriptedTimings timings;
-  timings.fast = {"batch_linear"};
-  timings.forward_ms = {0.500, 0.500};
-  timings.original_forward_ms = {0.310, 0.310};
-  CostOptions opts;  // training step only
-  auto sel = SelectRules(*rules_, opts, timings.Measurer());
-  ASSERT_TRUE(sel.ok()) << sel.status();
-  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
-  EXPECT_TRUE(sel->faster);
-  EXPECT_FALSE(LogHas(*sel, "forward"));
+  CostSelection sel = SelectScripted(*rules_, CostOptions(), {0.500, 0.500}, {0.310, 0.310});
+  SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
+  EXPECT_TRUE(sel.faster);
+  EXPECT_FALSE(LogHas(sel, "forward"));
 }
 
 TEST_F(CostSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
