@@ -646,35 +646,42 @@ class Gen {
   // input per feature (bags of 1-3 ids; nothing proves their batch sizes equal). Mostly tables of
   // one width, some of another width or with a padding row (which the embedding rules must leave
   // alone). Bags of ids (one input per feature, or the [B, bag] columns of one [B, k, bag]
-  // input) are often pooled over the bag, as `emb(ids).sum(1)` or `.mean(1)`. Index inputs stay outside
+  // input) are often pooled over the bag, as `emb(ids).sum(1)` or `.mean(1)`, or weighted per id
+  // before a sum, as `(emb(ids) * weights.unsqueeze(-1)).sum(1)`. Index inputs stay outside
   // the pool (no float op may read them); random inputs draw each column in 0..3, so every
   // table has at least 4 rows.
   void Embedding() {
     int64_t bsz = R(2, 4), k = R(2, 5), d = R(1, 6);
     const bool pool = P(0.6);  // pool the members whose indices are bags, by sum or by mean
     const bool mean = P(0.3);
-    std::vector<std::string> cols;
+    const bool weighted = pool && !mean && P(0.6);  // one weight per id: (emb * w.unsqueeze(-1)).sum(1)
+    std::vector<std::string> cols, weights;
     std::vector<Shape> col_shapes;
-    auto long_input = [&](const Shape& shape) {
-      std::string name = absl::StrCat("%idx", next_++);
-      header_.push_back(absl::StrCat(name, " : Long(", absl::StrJoin(shape, ", "), ")"));
+    auto input = [&](const char* prefix, const char* type, const Shape& shape) {
+      std::string name = absl::StrCat(prefix, next_++);
+      header_.push_back(absl::StrCat(name, " : ", type, "(", absl::StrJoin(shape, ", "), ")"));
       return name;
+    };
+    auto long_input = [&](const Shape& shape) { return input("%idx", "Long", shape); };
+    auto select_columns = [&](const std::string& t, std::vector<std::string>* out) {
+      for (int64_t i = 0; i < k; ++i) {
+        std::string c = Fresh();
+        Emit(c + " : Tensor", absl::StrCat("aten::select(", t, ", ", Int(1), ", ", Int(i), ")"));
+        out->push_back(c);
+      }
     };
     if (P(0.3)) {
       int64_t bag = R(1, 3);
       for (int64_t i = 0; i < k; ++i) {
         cols.push_back(long_input({bsz, bag}));
         col_shapes.push_back({bsz, bag});
+        if (weighted) weights.push_back(input("%wt", "Float", {bsz, bag}));
       }
-    } else if (P(0.25)) {
+    } else if (P(0.35)) {
       int64_t bag = R(1, 3);
-      std::string idx = long_input({bsz, k, bag});
-      for (int64_t i = 0; i < k; ++i) {
-        std::string c = Fresh();
-        Emit(c + " : Tensor", absl::StrCat("aten::select(", idx, ", ", Int(1), ", ", Int(i), ")"));
-        cols.push_back(c);
-        col_shapes.push_back({bsz, bag});
-      }
+      select_columns(long_input({bsz, k, bag}), &cols);
+      col_shapes.assign(k, {bsz, bag});
+      if (weighted) select_columns(input("%wt", "Float", {bsz, k, bag}), &weights);
     } else if (P(0.4)) {
       std::string idx = long_input({bsz, k});
       std::string l = Fresh();
@@ -703,6 +710,12 @@ class Gen {
       Emit(y + " : Tensor", absl::StrCat("aten::embedding(", w, ", ", cols[i], ", ", pad, ", ",
                                         Bool(false), ", ", Bool(false), ")"));
       if (pool && col_shapes[i].size() == 2) {
+        if (weighted) {
+          std::string u = Fresh(), m = Fresh();
+          Emit(u + " : Tensor", absl::StrCat("aten::unsqueeze(", weights[i], ", ", Int(-1), ")"));
+          Emit(m + " : Tensor", absl::StrCat("aten::mul(", y, ", ", u, ")"));
+          y = m;
+        }
         std::string p = Fresh();
         Emit(p + " : Tensor", absl::StrCat(mean ? "aten::mean(" : "aten::sum(", y, ", ", IntList({1}), ", ",
                                           Bool(false), ", ", None(), ")"));

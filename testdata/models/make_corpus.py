@@ -637,6 +637,27 @@ class YouTubeDNN(nn.Module):
         return self.scores(self.tower(torch.cat(parts, 1)))
 
 
+class WeightedFeatures(nn.Module):
+    """Weighted sparse features: each id comes with a score (TorchRec's weighted features, the
+    id-score lists of Meta's rankers: KeyedJaggedTensor weights fed to an EmbeddingBagCollection
+    with is_weighted=True, pytorch/torchrec), written by hand: ids and scores [B, F, L] padded to
+    L per feature, one nn.Embedding per feature in a ModuleList, each bag pooled as
+    (emb(ids) * scores.unsqueeze(-1)).sum(1); cat with the dense features into an MLP."""
+
+    def __init__(self, vocab: Tuple[int, ...] = (150, 80, 60, 200, 40), dim: int = 8):
+        super().__init__()
+        self.embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab])
+        self.mlp = _mlp([4 + dim * len(vocab), 32, 1])
+
+    def forward(self, dense: Tensor, ids: Tensor, scores: Tensor) -> Tensor:
+        pooled: List[Tensor] = [dense]
+        f = 0
+        for emb in self.embs:
+            pooled.append((emb(ids[:, f]) * scores[:, f].unsqueeze(-1)).sum(1))
+            f += 1
+        return torch.sigmoid(self.mlp(torch.cat(pooled, 1)))
+
+
 class DataDependentIf(nn.Module):
     """Missing-value imputation behind a data-dependent `if` (a common serving-side guard; no
     specific paper): only when the batch has a NaN are the NaNs replaced by learned defaults
@@ -855,6 +876,12 @@ def _youtube_dnn_args(m: YouTubeDNN, batch: int, length: int = 8):
             _dense(batch, 3))
 
 
+def _weighted_features_args(m: WeightedFeatures, batch: int, length: int = 4):
+    ids = torch.stack([torch.randint(0, e.num_embeddings, (batch, length), dtype=torch.int64)
+                       for e in m.embs], 1)
+    return (_dense(batch, 4), ids, torch.rand(batch, len(m.embs), length))
+
+
 def _dict_args(m: DictInput, batch: int):
     return ({k: _dense(batch, m.proj[k].in_features) for k in m.keys},)
 
@@ -885,6 +912,7 @@ REGISTRY = {
     "tuple_output": _seeded(120, TupleOutput, lambda m, b: (_dense(b, 32),), True),
     "sparse_dict": _seeded(122, SparseDict, _sparse_dict_args, True),
     "youtube_dnn": _seeded(123, YouTubeDNN, _youtube_dnn_args, True),
+    "weighted_features": _seeded(124, WeightedFeatures, _weighted_features_args, True),
 }
 
 
