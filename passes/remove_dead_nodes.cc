@@ -66,4 +66,6 @@ bool HasLiveUses(Node* n, int depth) {
   return false;
 }
 
+bool IsDeadNode(Node* n, int depth) { return EffectFree(n) && !HasLiveUses(n, depth); }
+
 }  // namespace sentier

@@ -31,6 +31,11 @@ bool RemoveDeadNodes(const std::shared_ptr<torch::jit::Graph>& graph, int64_t* r
 // the graph, unused, until the sweep between rounds, and so do the nodes that feed only them.
 bool HasLiveUses(torch::jit::Node* n, int depth = 3);
 
+// IsDeadNode: `n` goes in the next sweep: it cannot have an effect, and no output of it has a
+// live use (HasLiveUses, `depth` users deep). The rule function single_use counts only uses by
+// nodes that are not dead.
+bool IsDeadNode(torch::jit::Node* n, int depth = 3);
+
 }  // namespace sentier
 
 #endif  // SENTIER_PASSES_REMOVE_DEAD_NODES_H_

@@ -11,9 +11,10 @@
 #include <torch/csrc/jit/ir/constants.h>
 
 #include "absl/strings/str_cat.h"
-#include "passes/status_macros.h"
 #include "passes/internal/rule_eval.h"
+#include "passes/remove_dead_nodes.h"
 #include "passes/shape_facts.h"
+#include "passes/status_macros.h"
 #include "re2/re2.h"
 
 namespace sentier {
@@ -191,11 +192,15 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                    items.insert(items.begin() + i, other.begin(), other.end());
                    return Rebuild(a[0], std::move(items));
                  }};
-  f["single_use"] = {1, 1, "single_use(v or vs...): every value has exactly one use",
+  f["single_use"] = {1, 1,
+                     "single_use(v or vs...): every value has exactly one use (uses by dead nodes, "
+                     "replaced earlier in the round and not yet swept, do not count)",
                      [](auto& a, auto&) -> absl::StatusOr<Datum> {
                        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                        for (Value* v : vs) {
-                         if (v->uses().size() != 1) return Datum::Bool(false);
+                         size_t live = 0;
+                         for (const torch::jit::Use& u : v->uses()) live += IsDeadNode(u.user) ? 0 : 1;
+                         if (live != 1) return Datum::Bool(false);
                        }
                        return Datum::Bool(true);
                      }};

@@ -713,7 +713,9 @@ class Gen {
         if (weighted) {
           std::string u = Fresh(), m = Fresh();
           Emit(u + " : Tensor", absl::StrCat("aten::unsqueeze(", weights[i], ", ", Int(-1), ")"));
-          Emit(m + " : Tensor", absl::StrCat("aten::mul(", y, ", ", u, ")"));
+          // Either operand order: lookup_first_in_weighted_bag turns scores-first products around.
+          Emit(m + " : Tensor", P(0.5) ? absl::StrCat("aten::mul(", y, ", ", u, ")")
+                                       : absl::StrCat("aten::mul(", u, ", ", y, ")"));
           y = m;
         }
         std::string p = Fresh();
