@@ -211,19 +211,24 @@ class Rewriter {
     // Everything Graph::insert creates (the operator, constants for literal arguments, the
     // tuple a many-output operator is packed in) lands right before `point`: all of it is
     // tracked, so that a rollback leaves nothing behind.
+    // An overload reached only through an implicit conversion (a tensor passed where a Scalar
+    // goes) computes something else: refuse it. The conversion is among the created nodes
+    // (for a many-output operator the returned value is the tuple, not the operator).
     Node* before = point->prev();
     Value* out = g->insert(c10::Symbol::fromQualString(op), named, kwnamed);
-    for (Node* n = before->next(); n != point; n = n->next()) Track(n);
-    // An overload reached only through an implicit conversion (a tensor passed where a
-    // Scalar goes) computes something else: refuse it.
-    for (Value* in : out->node()->inputs()) {
-      c10::Symbol k = in->node()->kind();
+    c10::optional<c10::Symbol> implicit;
+    for (Node* n = before->next(); n != point; n = n->next()) {
+      Track(n);
+      const c10::Symbol k = n->kind();
       if (k == c10::aten::ScalarImplicit || k == c10::aten::IntImplicit ||
           k == c10::aten::FloatImplicit || k == c10::aten::ComplexImplicit) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op, " matched only through an implicit ", k.toQualString(),
-            " (pass keyword-only arguments as name=value)"));
+        implicit = k;
       }
+    }
+    if (implicit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " matched only through an implicit ", implicit->toQualString(),
+          " (pass keyword-only arguments as name=value)"));
     }
     return out;
   }

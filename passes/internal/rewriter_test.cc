@@ -153,6 +153,17 @@ TEST(RewriterTest, ManyOutputCountMismatchFailsAndRollsBack) {
                          "aten::tanh has 1 output; the statement names 2");
 }
 
+// An overload reached only by converting a tensor to a number computes something else: the
+// rewrite fails and leaves nothing behind, for a one-output and a many-output operator alike.
+TEST(RewriterTest, ImplicitConversionIsRefusedAndRolledBack) {
+  ExpectErrorAndRollBack("    %c = aten::add(%x, %x, %x)\n"
+                         "    replace %y with %c\n",
+                         "aten::add matched only through an implicit aten::ScalarImplicit");
+  ExpectErrorAndRollBack("    %v, _ = aten::sort(%x, %x, False)\n"
+                         "    replace %y with %v\n",
+                         "aten::sort matched only through an implicit aten::IntImplicit");
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace sentier
