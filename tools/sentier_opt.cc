@@ -227,6 +227,11 @@ int Run() {
     if (!model->is_module) return Fail(kBadInput, "--param_layout=stacked needs a .pt model");
     opts.stacked_parameters = true;
   }
+  // The step that is timed (--cost=measure) or whose aten ops are counted (without it).
+  absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
+  if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
+    return Fail(kBadInput, absl::StrCat("--mode must be training or inference, not '", FLAGS_mode, "'"));
+  }
   sentier::CostSelection selection;
   bool measured = false;
   if (FLAGS_cost == "measure") {
@@ -243,10 +248,6 @@ int Run() {
     copts.device = *device == sentier::DeviceRequest::kCuda || (*device == sentier::DeviceRequest::kAuto && cuda)
                        ? sentier::Device::kCuda
                        : sentier::Device::kCpu;
-    absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
-    if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
-      return Fail(kBadInput, "--mode must be training or inference");
-    }
     copts.training = *mode == sentier::ValidationMode::kTraining;
     copts.margins.memory = FLAGS_memory_margin;
     copts.optimize = opts;  // the artifact's options: layout and rounds
@@ -296,7 +297,7 @@ int Run() {
   // and after; the counts before are taken first (with stacked parameters the module itself
   // changes). Without --cost=measure, the count of the --mode step decides whether a larger
   // graph is written.
-  const bool inference_only = FLAGS_mode == "inference";
+  const bool inference_only = *mode == sentier::ValidationMode::kInference;
   sentier::OpCounts before, after;
   if (opts.sample_inputs != nullptr) {
     auto b = sentier::CountAtenOps(model->graph->copy(), samples);

@@ -109,6 +109,8 @@ grep -qE '^    "param_layout": "stacked",?$' "$T/cost_stacked.json" ||
   { echo "FAIL cost_measure_stacked: the gate did not measure the stacked layout"; grep -A3 '"selection"' "$T/cost_stacked.json"; fails=$((fails + 1)); }
 check cost_needs_inputs 2 "needs a .pt model and --inputs" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=measure
 check cost_bad_value 2 "--cost must be none or measure" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=bogus
+check bad_mode 2 "--mode must be training or inference, not 'bogus'" -- "$OPT" --input="$T/model.pt" --output="$T/mode.pt" --inputs="$T/inputs.pt" --rules="$RULES" --mode=bogus
+[[ ! -e "$T/mode.pt" ]] || { echo "FAIL bad_mode: an output was written"; fails=$((fails + 1)); }
 
 # Bad usage.
 check unknown_flag 2 "unknown flag" -- "$OPT" --inptu=x
