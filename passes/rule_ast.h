@@ -118,15 +118,16 @@ struct RewriteStmt {
     kCall,     // call builtin(args)               (a named builtin transform)
     kEach,     // %outs... = each aten::op(args)  (one node per member of the sequences)
     kConstants,  // %outs... = constants(list_expr) (one constant value per list element)
+    kScan,     // %outs... = scan aten::op(%xs..., args) (running op: out_0 = x_0, out_k = op(out_k-1, x_k, args))
   };
   Kind kind = Kind::kInsert;
   std::string output;  // kInsert/kUnpack: the name defined (without %)
   // kInsert of an operator with several outputs (`%bag, _, _, _ = aten::embedding_bag(...)`):
   // one name per output, in order ("" for `_`); empty for the one-output form.
   std::vector<std::string> outputs;
-  std::string op;      // kInsert/kEach: the operator; kCall: the builtin's name
+  std::string op;      // kInsert/kEach/kScan: the operator; kCall: the builtin's name
   std::vector<ExprPtr> args;
-  // kInsert/kEach: keyword arguments (`alpha=$a`), required for keyword-only schema arguments.
+  // kInsert/kEach/kScan: keyword arguments (`alpha=$a`), required for keyword-only schema arguments.
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   ExprPtr from;  // kReplace
   ExprPtr to;    // kReplace

@@ -204,6 +204,18 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                        }
                        return Datum::Bool(true);
                      }};
+  f["unused"] = {1, 1,
+                 "unused(v or vs...): no value has a use (uses by dead nodes do not count): the "
+                 "outputs of a many-output node that a rewrite does not replace",
+                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                   SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                   for (Value* v : vs) {
+                     for (const torch::jit::Use& u : v->uses()) {
+                       if (!IsDeadNode(u.user)) return Datum::Bool(false);
+                     }
+                   }
+                   return Datum::Bool(true);
+                 }};
   f["outputs"] = {1, 1, "outputs(%v): every output of the node that produces %v, in order",
                   [](auto& a, auto&) -> absl::StatusOr<Datum> {
                     SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));

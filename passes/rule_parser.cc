@@ -882,7 +882,8 @@ class FileParser {
     if (out.kind != Token::Kind::kValue && !skip_first) {
       return ts.ErrorHere(absl::StrCat(
           "expected '%name = op(...)', '%a, %b = op(...)', '%names... = unpack(...)', "
-          "'%names... = each op(...)', '%names... = constants(...)', 'replace' or 'call'",
+          "'%names... = each op(...)', '%names... = scan op(...)', '%names... = constants(...)', "
+          "'replace' or 'call'",
           ts.Found()));
     }
     ts.Next();
@@ -911,7 +912,8 @@ class FileParser {
     }
     ts.Next();
     stmt.op = op.text;
-    if (!stmt.outputs.empty() && (op.text == "unpack" || op.text == "constants" || op.text == "each")) {
+    if (!stmt.outputs.empty() && (op.text == "unpack" || op.text == "constants" || op.text == "each" ||
+                                op.text == "scan")) {
       return ts.ErrorAt(op, absl::StrCat(op.text, " defines one sequence, not several names"));
     }
     if (op.text == "unpack" || op.text == "constants") {
@@ -919,13 +921,15 @@ class FileParser {
       if (!out.variadic) {
         return ts.ErrorAt(out, absl::StrCat(op.text, "(...) defines a sequence: write %name..."));
       }
-    } else if (op.text == "each") {
-      stmt.kind = RewriteStmt::Kind::kEach;
-      if (!out.variadic) return ts.ErrorAt(out, "each defines a sequence: write %name...");
+    } else if (op.text == "each" || op.text == "scan") {
+      stmt.kind = op.text == "each" ? RewriteStmt::Kind::kEach : RewriteStmt::Kind::kScan;
+      if (!out.variadic) {
+        return ts.ErrorAt(out, absl::StrCat(op.text, " defines a sequence: write %name..."));
+      }
       const Token each_op = ts.Peek();
       if (each_op.kind != Token::Kind::kIdent || each_op.text.find("::") == std::string::npos) {
-        return ts.ErrorHere(absl::StrCat("expected an operator such as aten::add after 'each'",
-                                         ts.Found()));
+        return ts.ErrorHere(absl::StrCat("expected an operator such as aten::add after '",
+                                         op.text, "'", ts.Found()));
       }
       ts.Next();
       stmt.op = each_op.text;
@@ -939,7 +943,8 @@ class FileParser {
     }
     SENTIER_RETURN_IF_ERROR(ts.Expect("("));
     const bool takes_kwargs =
-        stmt.kind == RewriteStmt::Kind::kInsert || stmt.kind == RewriteStmt::Kind::kEach;
+        stmt.kind == RewriteStmt::Kind::kInsert || stmt.kind == RewriteStmt::Kind::kEach ||
+        stmt.kind == RewriteStmt::Kind::kScan;
     SENTIER_RETURN_IF_ERROR(ParseArgList(ts, &stmt.args, takes_kwargs ? &stmt.kwargs : nullptr));
     SENTIER_RETURN_IF_ERROR(ts.ExpectEnd());
     return stmt;

@@ -165,6 +165,23 @@ TEST(RuleParserTest, ParsesEachAndConstants) {
   ASSERT_EQ(r.rewrite[1].kwargs.size(), 1u);
   EXPECT_EQ(r.rewrite[1].kwargs[0].first, "alpha");
   EXPECT_FALSE(r.any_batch_size);
+  auto scan = ParseRules(
+      "rule r\n  family f\n  description d\n  group\n    %y = aten::relu(%x)\n  key\n"
+      "    1\n  rewrite\n    %n... = each aten::size(%x..., 0)\n"
+      "    %s... = scan aten::add(%n...)\n    replace %y... with %x...\nend\n",
+      "t.rules");
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  EXPECT_EQ((*scan)[0].rewrite[1].kind, RewriteStmt::Kind::kScan);
+  EXPECT_EQ((*scan)[0].rewrite[1].op, "aten::add");
+  EXPECT_EQ((*scan)[0].rewrite[1].output, "s");
+  auto scan_one = ParseRules(
+      "rule r\n  family f\n  description d\n  group\n    %y = aten::relu(%x)\n  key\n"
+      "    1\n  rewrite\n    %s = scan aten::add(%x...)\n    replace %y... with %x...\nend\n",
+      "t.rules");
+  ASSERT_FALSE(scan_one.ok());
+  EXPECT_NE(scan_one.status().message().find("t.rules:9:5: scan defines a sequence: write %name..."),
+            std::string::npos)
+      << scan_one.status();
   auto any = ParseRules(
       "rule r\n  family f\n  description d\n  any_batch_size\n  group\n    %y = aten::relu(%x)\n"
       "  key\n    1\n  rewrite\n    replace %y... with %x...\nend\n",

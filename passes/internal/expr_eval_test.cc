@@ -103,6 +103,38 @@ TEST_F(ExprEvalTest, KindAndIndex) {
       << missing.status();
 }
 
+// unused() holds for values without a use by a live node: a value returned is used; one read
+// only by a node whose own output goes nowhere (dead, swept between rounds) is not.
+TEST(ExprEvalUnusedTest, CountsOnlyLiveUsers) {
+  test_util::ParsedGraph g = ParseGraph(R"IR(
+graph(%x : Tensor, %z : Tensor, %u : Tensor):
+  %d : Tensor = aten::relu(%z)
+  return (%x)
+)IR");
+  Bindings b;
+  b.values["x"] = g->inputs()[0];
+  b.values["z"] = g->inputs()[1];
+  b.values["u"] = g->inputs()[2];
+  b.seqs["zu"] = {g->inputs()[1], g->inputs()[2]};
+  b.seqs["xu"] = {g->inputs()[0], g->inputs()[2]};
+  EvalContext ctx;
+  ctx.graph = g.graph.get();
+  ctx.bindings = &b;
+  auto eval = [&](const std::string& text) {
+    absl::StatusOr<ExprPtr> e = ParseExpression(text, "expr.rules", 1);
+    EXPECT_TRUE(e.ok()) << e.status();
+    absl::StatusOr<Datum> d = Eval(**e, ctx);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() && d->kind == Datum::Kind::kBool && d->b;
+  };
+  EXPECT_FALSE(eval("unused(%x)"));
+  EXPECT_TRUE(eval("unused(%u)"));
+  EXPECT_TRUE(eval("unused(%z)"));  // its one user, relu, is dead
+  EXPECT_TRUE(eval("unused(%zu...)"));
+  EXPECT_FALSE(eval("unused(%xu...)"));
+  EXPECT_FALSE(eval("single_use(%z)"));
+}
+
 TEST_F(ExprEvalTest, ErrorsNameTheExpression) {
   auto zero = EvalText("1 / 0");
   ASSERT_FALSE(zero.ok());

@@ -99,6 +99,32 @@ class Rewriter {
             ctx_.bindings->seqs[s.output] = std::move(outs);
             break;
           }
+          case RewriteStmt::Kind::kScan: {
+            // A running operator over the first argument, a value sequence x_0..x_n-1: out_0 is
+            // x_0 itself, and out_k = op(out_k-1, x_k, the other arguments) for k >= 1 (n - 1
+            // nodes, each placed as an inserted operator is). `scan aten::add(%n...)` gives the
+            // running sums of runtime ints, e.g. where each member's data starts once the
+            // members are concatenated.
+            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+            if (!args.ok()) return Fail(args.status());
+            absl::StatusOr<std::vector<std::pair<std::string, Datum>>> kwargs = EvalKwargs(s);
+            if (!kwargs.ok()) return Fail(kwargs.status());
+            if (args->empty() || (*args)[0].kind != Datum::Kind::kValueSeq || (*args)[0].values.empty()) {
+              return Fail(absl::InvalidArgumentError(absl::StrCat(
+                  "scan ", s.op, " needs a non-empty value sequence as its first argument")));
+            }
+            const std::vector<Value*>& xs = (*args)[0].values;
+            std::vector<Value*> outs = {xs[0]};
+            for (size_t k = 1; k < xs.size(); ++k) {
+              std::vector<Datum> a = {Datum::Val(outs.back()), Datum::Val(xs[k])};
+              a.insert(a.end(), args->begin() + 1, args->end());
+              absl::StatusOr<Value*> out = InsertOp(s.op, a, *kwargs, block);
+              if (!out.ok()) return Fail(out.status());
+              outs.push_back(*out);
+            }
+            ctx_.bindings->seqs[s.output] = std::move(outs);
+            break;
+          }
           case RewriteStmt::Kind::kConstants: {
             auto list = Eval(*s.args[0], ctx_);
             if (!list.ok()) return Fail(list.status());

@@ -1,7 +1,7 @@
 // rewriter_test.cc — the transactional rewriter: a rewrite that inserts nodes and replaces a
 // value commits (FileCheck on the result); one whose statement fails, or whose replacement has
 // the wrong type, rolls back and leaves the graph exactly as it was; `each` and `constants`
-// statements.
+// statements; `scan` (a running operator along a sequence).
 #include "passes/internal/rewriter.h"
 
 #include <gtest/gtest.h>
@@ -116,6 +116,37 @@ TEST(RewriterTest, EachInsertsOneNodePerElement) {
   FileCheck().check_count("aten::add(%x", 2, /*exactly=*/true)->check("aten::tanh(")->run(*g);
   Node* tanh = g.node("z");
   EXPECT_EQ(tanh->input(0)->node()->kind(), c10::Symbol::fromQualString("aten::add"));
+}
+
+// `scan` runs an operator along a sequence: out_0 is the first value itself and out_k =
+// op(out_k-1, x_k). Over [x, x + 2, x + 3] with aten::mul that is x, x(x + 2) and
+// x(x + 2)(x + 3): two products, the second reading the first.
+TEST(RewriterTest, ScanChainsOneNodePerLaterElement) {
+  auto g = ParseGraph(kGraph);
+  std::string error;
+  ApplyResult res = RewriteAtY(RuleWithRewrite("    %c... = constants([2, 3])\n"
+                                               "    %j... = each aten::add(%x, %c...)\n"
+                                               "    %s... = scan aten::mul([%x, %j...])\n"
+                                               "    replace %y with %s...[2]\n"),
+                               g, &error);
+  ASSERT_EQ(res, ApplyResult::kApplied) << error;
+  Node* last = g.node("z")->input(0)->node();
+  ASSERT_EQ(last->kind(), c10::Symbol::fromQualString("aten::mul"));
+  Node* first = last->input(0)->node();
+  ASSERT_EQ(first->kind(), c10::Symbol::fromQualString("aten::mul"));
+  EXPECT_EQ(first->input(0), g.value("x"));
+  EXPECT_EQ(first->input(1)->node()->kind(), c10::Symbol::fromQualString("aten::add"));
+  EXPECT_EQ(last->input(1)->node()->kind(), c10::Symbol::fromQualString("aten::add"));
+  FileCheck().check_count("aten::mul(", 2, /*exactly=*/true)->run(*g);
+}
+
+// A scan over something that is not a value sequence is a defect of the rule: an error, and the
+// graph is left as it was.
+TEST(RewriterTest, ScanOverANonSequenceFailsAndRollsBack) {
+  ExpectErrorAndRollBack("    %c... = constants([2, 3])\n"
+                         "    %s... = scan aten::add(1)\n"
+                         "    replace %y with %x\n",
+                         "needs a non-empty value sequence");
 }
 
 // Sequences of different lengths in one `each` are a defect of the rule: an error, and the

@@ -348,6 +348,7 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
         break;
       }
       case RewriteStmt::Kind::kEach:
+      case RewriteStmt::Kind::kScan:
       case RewriteStmt::Kind::kConstants:
       case RewriteStmt::Kind::kUnpack:
         if (s.kind == RewriteStmt::Kind::kUnpack && s.args.size() != 2) {
@@ -356,8 +357,14 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
         if (s.kind == RewriteStmt::Kind::kConstants && s.args.size() != 1) {
           return LocError(s.loc, "constants(list) takes 1 argument");
         }
-        if (s.kind == RewriteStmt::Kind::kEach) {
-          if (IsRegexOp(s.op)) return LocError(s.loc, "'each' inserts one named operator, not a regex");
+        if (s.kind == RewriteStmt::Kind::kScan && s.args.empty()) {
+          return LocError(s.loc, "scan op(%xs..., ...) needs the sequence it runs over");
+        }
+        if (s.kind == RewriteStmt::Kind::kEach || s.kind == RewriteStmt::Kind::kScan) {
+          if (IsRegexOp(s.op)) {
+            return LocError(s.loc, absl::StrCat("'", s.kind == RewriteStmt::Kind::kEach ? "each" : "scan",
+                                                "' inserts one named operator, not a regex"));
+          }
           auto kinds = ResolveOp(s.op, s.loc);
           if (!kinds.ok()) return kinds.status();
         }

@@ -95,6 +95,23 @@ TEST(RuleCompilerTest, ManyOutputInsertBindsItsNames) {
   EXPECT_NE(none.find("must name at least one output"), std::string::npos) << none;
 }
 
+// `scan` needs the sequence it runs over, one named operator (not a regex), and a new name.
+TEST(RuleCompilerTest, ScanNeedsASequenceAndANamedOperator) {
+  EXPECT_EQ(ErrorAfterEdit("    replace %y with %s\n",
+                           "    %r... = scan aten::add([%s, %s])\n    replace %y with %r...[1]\n"),
+            "");
+  std::string empty = ErrorAfterEdit("    replace %y with %s\n",
+                                     "    %r... = scan aten::add()\n    replace %y with %s\n");
+  EXPECT_NE(empty.find("test.rules:10:5: scan op(%xs..., ...) needs the sequence"), std::string::npos)
+      << empty;
+  std::string regex = ErrorAfterEdit("    replace %y with %s\n",
+                                     "    %r... = scan aten::(add|mul)([%s])\n    replace %y with %s\n");
+  EXPECT_NE(regex.find("'scan' inserts one named operator, not a regex"), std::string::npos) << regex;
+  std::string unknown = ErrorAfterEdit("    replace %y with %s\n",
+                                       "    %r... = scan aten::no_such_op([%s])\n    replace %y with %s\n");
+  EXPECT_NE(unknown.find("unknown operator 'aten::no_such_op'"), std::string::npos) << unknown;
+}
+
 TEST(RuleCompilerTest, RuleSetRefusesADuplicateNameAndNamesIt) {
   auto parsed = ParseRules(std::string(kRule) + "\n" + kRule, "test.rules");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
