@@ -110,6 +110,50 @@ def forward(self, x):
   EXPECT_EQ(linear->input(2)->node()->kind(), c10::prim::Constant);
 }
 
+// A floating parameter's dtype compared with an integral dtype (F.embedding_bag's
+// `weight.dtype == torch.long`) folds to false (`!=`: true): no module conversion makes a
+// floating tensor integral; its dim() folds to its rank. Comparisons with a floating dtype, integer buffers and an assigned
+// parameter's dtype stay, and the parameter itself stays module state. (C++-defined methods
+// spell dtypes as their codes: 4 long, 3 int32, 7 float64, 11 bool.)
+TEST(FoldModuleAttributesTest, FloatingStateIsNeverIntegral) {
+  torch::jit::Module m("Table");
+  m.register_parameter("weight", torch::randn({5, 3}), false);
+  m.register_parameter("other", torch::randn({5, 3}), false);
+  m.register_buffer("ids", torch::zeros({3}, torch::kLong));
+  m.define(R"TS(
+def forward(self, x):
+    a = self.weight.dtype == 4
+    b = 3 != self.weight.dtype
+    c = self.weight.dtype == 7
+    d = self.ids.dtype == 4
+    e = self.other.dtype == 11
+    f = self.weight.dim()
+    return (a, b, c, d, e, f, self.weight + x)
+
+def swap(self):
+    self.other = self.weight
+)TS");
+  auto g = InlinedForward(m);
+  PassCounters counters;
+  EXPECT_TRUE(FoldModuleAttributes(g, m._ivalue(), &counters));
+  EXPECT_EQ(counters["fold_module_attributes.dtype_checks"], 2);
+  EXPECT_FALSE(FoldModuleAttributes(g, m._ivalue(), &counters)) << "not a fixpoint";
+  EliminateDeadNodes(g, nullptr);
+  auto out = RunGraphOn(g, {m._ivalue(), torch::ones({5, 3})});
+  auto t = out[0].toTuple()->elements();
+  EXPECT_FALSE(t[0].toBool());
+  EXPECT_TRUE(t[1].toBool());
+  EXPECT_FALSE(t[2].toBool());
+  EXPECT_TRUE(t[3].toBool());
+  EXPECT_FALSE(t[4].toBool());
+  EXPECT_EQ(t[5].toInt(), 2);
+  EXPECT_EQ(counters["fold_module_attributes.ranks"], 1);
+  // a, b and f are constants now: three dtype reads remain (c, d, e), no aten::dim, and the
+  // parameter.
+  FileCheck().check_count("prim::dtype", 3, /*exactly=*/true)->check_not("aten::dim")->run(*g);
+  FileCheck().check("prim::GetAttr[name=\"weight\"]")->run(*g);
+}
+
 TEST(FoldModuleAttributesTest, NoModuleObjectNoChange) {
   torch::jit::Module m = Towers();
   auto g = InlinedForward(m);

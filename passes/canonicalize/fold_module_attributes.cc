@@ -16,6 +16,16 @@
 // write to it, or the constant would carry the write into the next call). An attribute that a
 // user changes from Python on the loaded artifact (`m.d = 3`) would not be seen: the same
 // assumption torch.jit.freeze makes, and documented with the pipeline.
+//
+// A parameter or buffer stays state, but one fact about it cannot change: a floating (or complex)
+// tensor stays floating or complex, since Module.to(dtype), half(), double() and the like convert
+// only floating and complex tensors, and to floating or complex dtypes. So a comparison of its
+// dtype with an integral or bool dtype (`weight.dtype == torch.long`, which F.embedding_bag tests
+// to swap misordered arguments) is folded to false (`!=`: true), for attributes no method assigns.
+// The branch it guarded then folds away and the parameter reaches its op directly. Likewise its
+// number of dims (`aten::dim`, F.embedding_bag's `weight.dim() == 2` check in torch 2.x): no
+// conversion changes a shape, and load_state_dict requires equal shapes. Only reassigning the
+// attribute itself from Python would change either, as with the configuration above.
 #include <unordered_map>
 
 #include <torch/csrc/jit/api/function_impl.h>
@@ -75,6 +85,56 @@ bool Foldable(const c10::IValue& v) {
   return false;
 }
 
+// FoldStateFacts: `prim::dtype(state) == c` / `!= c` for a floating or complex tensor `state`
+// and a constant integral or bool dtype `c`, in either operand order, become false / true, and
+// `aten::dim(state)` its number of dims.
+void FoldStateFacts(Value* state, const c10::IValue& value, PassCounters* counters, bool* changed) {
+  if (!value.isTensor()) return;
+  const c10::ScalarType st = value.toTensor().scalar_type();
+  if (!c10::isFloatingType(st) && !c10::isComplexType(st)) return;
+  std::vector<Node*> checks, dims;
+  for (const torch::jit::Use& u : state->uses()) {
+    if (u.user->kind() == c10::aten::dim && u.user->inputs().size() == 1 && u.user->output()->hasUses()) {
+      dims.push_back(u.user);
+    }
+    if (u.user->kind() != c10::prim::dtype) continue;
+    for (const torch::jit::Use& c : u.user->output()->uses()) {
+      Node* cmp = c.user;
+      if ((cmp->kind() != c10::aten::eq && cmp->kind() != c10::aten::ne) || cmp->inputs().size() != 2 ||
+          !cmp->output()->hasUses()) {
+        continue;
+      }
+      Value* other = cmp->input(1 - c.offset);
+      c10::optional<c10::IValue> k = torch::jit::toIValue(other);
+      if (!k || !k->isInt()) continue;
+      const int64_t code = k->toInt();
+      if (code < 0 || code >= static_cast<int64_t>(c10::ScalarType::NumOptions)) continue;
+      if (!c10::isIntegralType(static_cast<c10::ScalarType>(code), /*includeBool=*/true)) continue;
+      checks.push_back(cmp);
+    }
+  }
+  for (Node* dim : dims) {
+    Value* c;
+    {
+      torch::jit::WithInsertPoint guard(dim);
+      c = dim->owningGraph()->insertConstant(static_cast<int64_t>(value.toTensor().dim()));
+    }
+    dim->output()->replaceAllUsesWith(c);
+    *changed = true;
+    if (counters != nullptr) ++(*counters)["fold_module_attributes.ranks"];
+  }
+  for (Node* cmp : checks) {
+    Value* c;
+    {
+      torch::jit::WithInsertPoint guard(cmp);
+      c = cmp->owningGraph()->insertConstant(cmp->kind() == c10::aten::ne);
+    }
+    cmp->output()->replaceAllUsesWith(c);
+    *changed = true;
+    if (counters != nullptr) ++(*counters)["fold_module_attributes.dtype_checks"];
+  }
+}
+
 void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<std::string>& assigned,
           PassCounters* counters, bool* changed) {
   for (Node* n : b->nodes()) {
@@ -93,6 +153,7 @@ void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<st
     // registers its bias as None): its type admits no other value, so the read is None.
     const bool declared_none = obj->type()->getAttribute(*slot)->kind() == c10::TypeKind::NoneType;
     if ((obj->type()->is_parameter(*slot) || obj->type()->is_buffer(*slot)) && !declared_none) {
+      if (!assigned.contains(name)) FoldStateFacts(n->output(), value, counters, changed);
       continue;
     }
     if (name == "training" || assigned.contains(name) || !Foldable(value)) continue;
