@@ -651,6 +651,7 @@ class Gen {
   // the pool (no float op may read them); random inputs draw each column in 0..3, so every
   // table has at least 4 rows.
   void Embedding() {
+    if (P(0.25)) return EmbeddingBags();
     int64_t bsz = R(2, 4), k = R(2, 5), d = R(1, 6);
     const bool pool = P(0.6);  // pool the members whose indices are bags, by sum or by mean
     const bool mean = P(0.3);
@@ -727,6 +728,37 @@ class Gen {
       Shape out = col_shapes[i];
       out.push_back(width);
       Add(y, out, false);
+    }
+  }
+
+  // embedding_bag calls over 1-D indices and offsets, one per feature (nn.EmbeddingBag in a
+  // ModuleList over List[Tensor] inputs): each feature has its own index input of 3 ids per bag
+  // and a lengths input (0..3 per bag, drawn at random), whose exclusive running sum is the
+  // offsets, so bags have 0-3 ids and the last one takes the rest. Batch sizes may differ per
+  // feature; one mode (sum, mean or max) for all, or a mix; mostly one width.
+  void EmbeddingBags() {
+    int64_t k = R(2, 5), d = R(1, 6);
+    const bool same_batch = P(0.6);
+    const int64_t mode = R(0, 2);
+    int64_t bsz = R(2, 4);
+    for (int64_t i = 0; i < k; ++i) {
+      if (!same_batch) bsz = R(2, 4);
+      std::string idx = absl::StrCat("%idx", next_++), len = absl::StrCat("%len", next_++);
+      header_.push_back(absl::StrCat(idx, " : Long(", 3 * bsz, ")"));
+      header_.push_back(absl::StrCat(len, " : Long(", bsz, ")"));
+      const std::string zero = Int(0), one = Int(1), no_dtype = None();
+      std::string c = Fresh(), off = Fresh();
+      Emit(c + " : Tensor", absl::StrCat("aten::cumsum(", len, ", ", zero, ", ", no_dtype, ")"));
+      Emit(off + " : Tensor", absl::StrCat("aten::sub(", c, ", ", len, ", ", one, ")"));
+      int64_t width = P(0.85) ? d : R(1, 6);
+      std::string w = Param({R(4, 9), width});
+      const int64_t member_mode = P(0.85) ? mode : R(0, 2);
+      const std::string f = Bool(false), none = None(), m = Int(member_mode);
+      std::string y = Fresh(), o2b = Fresh(), sizes = Fresh(), maxi = Fresh();
+      Emit(absl::StrCat(y, " : Tensor, ", o2b, " : Tensor, ", sizes, " : Tensor, ", maxi, " : Tensor"),
+           absl::StrCat("aten::embedding_bag(", w, ", ", idx, ", ", off, ", ", f, ", ", m, ", ", f, ", ",
+                        none, ", ", f, ", ", none, ")"));
+      Add(y, {bsz, width}, false);
     }
   }
 
