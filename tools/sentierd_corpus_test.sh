@@ -56,32 +56,35 @@ done
   || fail "only $published of $versions versions published"
 "$RUN/tools/check_report" --schema="$RUN/runtime/report_schema.json" "$O"/*/*/report.json \
   && ok "reports follow the schema" || fail "reports do not follow runtime/report_schema.json"
-# Per-model options: REG/<model>/sentier.json. The towers model with stacked parameters is
-# published optimized with the layout in its report, its artifact equivalent; a bad file rejects
-# the model's versions with the reason.
+# Per-model options: REG/<model>/sentier.json. The towers model with stacked parameters and its
+# own mode (training) is published optimized with the layout and the mode in its report, its
+# artifact equivalent; a bad file rejects the model's versions with the reason.
 R2="$T/reg_layout"; O2="$T/out_layout"
-mkdir -p "$R2/towers/1" "$R2/typo/1" "$R2/margin_typo/1"
+mkdir -p "$R2/towers/1" "$R2/typo/1" "$R2/margin_typo/1" "$R2/mode_typo/1"
 cp "$CORPUS/towers/scripted.pt" "$R2/towers/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/towers/1/inputs.pt"
 cp "$CORPUS/towers/scripted.pt" "$R2/typo/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/typo/1/inputs.pt"
-echo '{"param_layout": "stacked", "memory_margin": 1.5}' >"$R2/towers/sentier.json"
+echo '{"param_layout": "stacked", "memory_margin": 1.5, "mode": "training"}' >"$R2/towers/sentier.json"
 cp "$CORPUS/towers/scripted.pt" "$R2/margin_typo/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/margin_typo/1/inputs.pt"
 echo '{"param_layout": "flat"}' >"$R2/typo/sentier.json"
 echo '{"memory_margin": "50%"}' >"$R2/margin_typo/sentier.json"
+cp "$CORPUS/towers/scripted.pt" "$R2/mode_typo/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/mode_typo/1/inputs.pt"
+echo '{"mode": "train"}' >"$R2/mode_typo/sentier.json"
 "$D" --once --registry="$R2" --output="$O2" --device=cpu --poll_interval_ms=50 >"$T/log2" 2>&1 \
   || { fail "sentierd exit $? (layouts)"; tail -20 "$T/log2"; }
 rep="$O2/towers/1/report.json"
 if [[ "$(status_of "$rep")" == optimized ]] && grep -q '"param_layout": "stacked"' "$rep" \
-    && grep -q '"memory_margin": 1.5' "$rep" && grep -q '"name": "l1.stacked_weight"' "$rep"; then
-  ok "towers published with stacked parameters"
+    && grep -q '"memory_margin": 1.5' "$rep" && grep -q '"name": "l1.stacked_weight"' "$rep" \
+    && grep -q '"mode": "training"' "$rep"; then
+  ok "towers published with stacked parameters, validated in its own mode (training)"
   "$CHECK" --reference="$R2/towers/1/model.pt" --candidate="$O2/towers/1/model.pt" \
     --inputs="$R2/towers/1/inputs.pt" --device=cpu --mode=both --trials=2 >"$T/check2.txt" 2>&1 \
     && ok "stacked artifact equivalent" || { fail "stacked artifact not equivalent"; cat "$T/check2.txt"; }
 else
   fail "towers with sentier.json: $(status_of "$rep")"; grep '"reason"' "$rep"
 fi
-for m in typo margin_typo; do
+for m in typo margin_typo mode_typo; do
 rep="$O2/$m/1/report.json"
-[[ "$(status_of "$rep")" == rejected ]] && grep -q 'bad sentier.json.*\(param_layout\|memory_margin\) must be' "$rep" \
+[[ "$(status_of "$rep")" == rejected ]] && grep -q 'bad sentier.json.*\(param_layout\|memory_margin\|mode\) must be' "$rep" \
   && ok "bad sentier.json rejected: $(grep -o '"reason": "[^"]*' "$rep" | cut -c12-140)" \
   || { fail "bad sentier.json ($m): $(status_of "$rep")"; grep '"reason"' "$rep"; }
 done

@@ -40,7 +40,9 @@ DEFINE_int32(poll_interval_ms, 2000, "registry poll interval");
 DEFINE_bool(once, false, "process everything pending, print a per-model summary, exit");
 DEFINE_int32(workers, 1, "job processes run at the same time");
 DEFINE_string(device, "auto", "auto|cpu|cuda");
-DEFINE_string(mode, "both", "validation mode: inference|training|both");
+DEFINE_string(mode, "both",
+              "validation mode: inference|training|both; REG/<model>/sentier.json's mode "
+              "overrides it");
 DEFINE_string(select_rules, "auto",
               "auto|on|off: before optimizing, keep only the rules that make a step faster on the "
               "device within --memory_margin (timed ablation); auto = on with cuda");

@@ -35,9 +35,17 @@ absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* conf
             value.dump()));
       }
       updated.memory_margin = value.get<double>();
+    } else if (it.key() == "mode") {
+      absl::StatusOr<ValidationMode> mode = value.is_string() ? ParseValidationMode(value.get<std::string>())
+                                                              : absl::InvalidArgumentError("not a string");
+      if (!mode.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "mode must be \"inference\", \"training\" or \"both\", not ", value.dump()));
+      }
+      updated.mode = *mode;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown key '", it.key(), "' (known: param_layout, memory_margin)"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown key '", it.key(),
+                                                     "' (known: param_layout, memory_margin, mode)"));
     }
   }
   *config = updated;

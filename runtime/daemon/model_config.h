@@ -1,8 +1,12 @@
 // model_config.h — per-model options in the registry: REG/<model>/sentier.json.
 //
 // A model's owner can set, over sentierd's flags, how that model's artifacts are built:
-//   {"param_layout": "stacked", "memory_margin": 0.5}
+//   {"param_layout": "stacked", "memory_margin": 0.5, "mode": "training"}
 // - param_layout: "original" | "stacked" (passes/stacked_parameters.h).
+// - mode: "inference" | "training" | "both": the step the job validates and the gate times for
+//   this model (sentierd's --mode otherwise). A model that is only trained is judged by its
+//   training step: a forward that the gate's timing reads as slower does not hold back a rewrite
+//   that makes the step faster.
 // - memory_margin: a number; how much more peak memory per timed step (as a fraction of the
 //   original's) the optimized model may need and still be published on CUDA. 0.5 accepts 50%
 //   more; a negative number turns the memory weighing off for this model. A stacked layout that
@@ -12,7 +16,7 @@
 // names the key and the value (the version is then rejected with that reason, never built with a
 // half-read configuration). A key left out keeps the daemon's flag.
 //
-//   ModelConfig config{.param_layout = flags_layout, .memory_margin = flags_margin};
+//   ModelConfig config{.param_layout = flags_layout, .memory_margin = flags_margin, .mode = flags_mode};
 //   absl::Status s = ApplyModelConfigJson(text, &config);  // InvalidArgument: "unknown key ..."
 #ifndef SENTIER_RUNTIME_DAEMON_MODEL_CONFIG_H_
 #define SENTIER_RUNTIME_DAEMON_MODEL_CONFIG_H_
@@ -29,6 +33,7 @@ constexpr char kModelConfigFile[] = "sentier.json";
 struct ModelConfig {
   ParameterLayout param_layout = ParameterLayout::kOriginal;
   double memory_margin = 0.01;  // negative: peak memory is not weighed
+  ValidationMode mode = ValidationMode::kBoth;
 };
 
 // ApplyModelConfigJson: sets the keys `json_text` holds on `config` (others keep their values).

@@ -1,3 +1,5 @@
+// model_config_test.cc — REG/<model>/sentier.json: keys override the daemon's flags one by one,
+// and a bad file changes nothing and says which key and value were wrong.
 #include "runtime/daemon/model_config.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +21,13 @@ TEST(ModelConfigTest, KeysOverrideDefaultsAndOthersStay) {
   EXPECT_DOUBLE_EQ(config.memory_margin, -1.0);
   ASSERT_TRUE(ApplyModelConfigJson("{}", &config).ok());
   EXPECT_DOUBLE_EQ(config.memory_margin, -1.0);
+  EXPECT_EQ(config.mode, ValidationMode::kBoth);
+  ASSERT_TRUE(ApplyModelConfigJson(R"({"mode": "training"})", &config).ok());
+  EXPECT_EQ(config.mode, ValidationMode::kTraining);
+  EXPECT_EQ(config.param_layout, ParameterLayout::kOriginal);
+  ASSERT_TRUE(ApplyModelConfigJson(R"({"mode": "inference", "memory_margin": 0})", &config).ok());
+  EXPECT_EQ(config.mode, ValidationMode::kInference);
+  EXPECT_DOUBLE_EQ(config.memory_margin, 0.0);
 }
 
 void ExpectRejected(const char* text, const std::string& fragment) {
@@ -30,6 +39,7 @@ void ExpectRejected(const char* text, const std::string& fragment) {
   // Nothing of a rejected file is applied, not even its valid keys.
   EXPECT_EQ(config.param_layout, ParameterLayout::kOriginal) << text;
   EXPECT_DOUBLE_EQ(config.memory_margin, 0.25) << text;
+  EXPECT_EQ(config.mode, ValidationMode::kBoth) << text;
 }
 
 TEST(ModelConfigTest, BadFilesAreRejectedWithTheReason) {
@@ -38,6 +48,9 @@ TEST(ModelConfigTest, BadFilesAreRejectedWithTheReason) {
   ExpectRejected(R"({"param_layout": "stacked", "memory_margin": "lots"})", "memory_margin must be a number");
   ExpectRejected(R"({"memory_margin": null})", "not null");
   ExpectRejected(R"({"param_layout": "stacked", "memroy_margin": 0.5})", "unknown key 'memroy_margin'");
+  ExpectRejected(R"({"mode": "train"})", "mode must be \"inference\", \"training\" or \"both\", not \"train\"");
+  ExpectRejected(R"({"mode": "training", "param_layout": "stacked", "memory_margin": [1]})",
+                 "memory_margin must be a number");
   ExpectRejected(R"(["stacked"])", "not a JSON object");
   ExpectRejected(R"({"param_layout": )", "not valid JSON");
   ExpectRejected("", "not valid JSON");

@@ -95,7 +95,22 @@ int RunOptimizeJob(const JobSpec& spec) {
     const std::string model_path = spec.source_dir + "/model.pt";
     const std::string inputs_path = spec.source_dir + "/inputs.pt";
     j["source"] = model_path;
-    const std::string mode(ValidationModeName(spec.mode));
+    // Per-model options: REG/<model>/sentier.json over the daemon's flags.
+    ModelConfig config;
+    config.param_layout = spec.param_layout;
+    config.memory_margin = spec.memory_margin;
+    config.mode = spec.mode;
+    const std::string config_path = absl::StrCat(spec.source_dir, "/../", kModelConfigFile);
+    if (std::filesystem::exists(config_path)) {
+      auto text = ReadFile(config_path);
+      if (!text.ok()) return reject(absl::StrCat("bad sentier.json: ", text.status().message()));
+      absl::Status applied = ApplyModelConfigJson(*text, &config);
+      if (!applied.ok()) {
+        return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", applied.message()));
+      }
+    }
+    const ValidationMode job_mode = config.mode;
+    const std::string mode(ValidationModeName(job_mode));
     j["mode"] = mode;
     auto t0 = Clock::now();
     auto src_sha = Sha256OfFile(model_path);
@@ -126,7 +141,7 @@ int RunOptimizeJob(const JobSpec& spec) {
                                  before_ops.status().message()));
     }
     j["aten_ops_per_forward_before"] = *before_ops;
-    const bool training = spec.mode != ValidationMode::kInference;
+    const bool training = job_mode != ValidationMode::kInference;
     // Per training step too (forward and backward), which decides whether an untimed, larger
     // graph is published when the job validates training (verdict.h).
     OpCounts ops_before{*before_ops, -1};
@@ -155,19 +170,6 @@ int RunOptimizeJob(const JobSpec& spec) {
     }
     const std::string device_name(DeviceName(device));
     j["device"] = device_name;
-    // Per-model options: REG/<model>/sentier.json over the daemon's flags.
-    ModelConfig config;
-    config.param_layout = spec.param_layout;
-    config.memory_margin = spec.memory_margin;
-    const std::string config_path = absl::StrCat(spec.source_dir, "/../", kModelConfigFile);
-    if (std::filesystem::exists(config_path)) {
-      auto text = ReadFile(config_path);
-      if (!text.ok()) return reject(absl::StrCat("bad sentier.json: ", text.status().message()));
-      absl::Status applied = ApplyModelConfigJson(*text, &config);
-      if (!applied.ok()) {
-        return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", applied.message()));
-      }
-    }
     const ParameterLayout param_layout = config.param_layout;
     j["param_layout"] = std::string(ParameterLayoutName(param_layout));
     const bool stacked = param_layout == ParameterLayout::kStacked;
@@ -186,14 +188,14 @@ int RunOptimizeJob(const JobSpec& spec) {
       CostOptions cost;
       cost.device = device;
       cost.training = training;
-      cost.inference_too = spec.mode == ValidationMode::kBoth;
+      cost.inference_too = job_mode == ValidationMode::kBoth;
       cost.verify_each = false;  // the artifact is validated below
       cost.margins = margins;
       cost.optimize.stacked_parameters = stacked;
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
-      AddSelection(*sel, device, spec.mode, &j);
+      AddSelection(*sel, device, job_mode, &j);
       use = sel->rules;  // empty when no set pays
       if (sel->memory_margin_for_all_rules >= 0) {
         std::string forward;
@@ -281,7 +283,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       auto t2 = Clock::now();
       CheckOptions check;
       check.device = device;
-      check.inference = spec.mode != ValidationMode::kTraining;
+      check.inference = job_mode != ValidationMode::kTraining;
       check.training = training;
       check.trials = 2;
       check.time = timed;

@@ -5,7 +5,8 @@
 #
 #   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
 #                              [--param_layout=original|stacked] [--select_rules=auto|on|off]
-#                              [--memory_margin=F] [--config_for=a,b --config=JSON]
+#                              [--memory_margin=F] [--mode=inference|training|both]
+#                              [--config_for=a,b --config=JSON]
 #                              [--client_timeout=SECONDS]
 #
 # --config_for/--config: writes JSON as REG/<model>/sentier.json for the listed models (per-model
@@ -24,6 +25,7 @@ client=1
 layout=original
 select=auto
 margin=0.01
+mode=both
 config_for=""
 config=""
 client_timeout=240
@@ -36,6 +38,7 @@ for a in "$@"; do
     --param_layout=*) layout="${a#--param_layout=}" ;;
     --select_rules=*) select="${a#--select_rules=}" ;;
     --memory_margin=*) margin="${a#--memory_margin=}" ;;
+    --mode=*) mode="${a#--mode=}" ;;
     --config_for=*) config_for="${a#--config_for=}" ;;
     --config=*) config="${a#--config=}" ;;
     --client_timeout=*) client_timeout="${a#--client_timeout=}" ;;
@@ -64,7 +67,7 @@ echo "registry: $(ls "$work/reg" | wc -l) models at batch $batch ($archives arch
 start=$(date +%s)
 SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
   --output="$work/out" --device=cuda --workers=1 --rules="$PWD/patterns" --param_layout="$layout" \
-  --select_rules="$select" --memory_margin="$margin" \
+  --select_rules="$select" --memory_margin="$margin" --mode="$mode" \
   >"$out/corpus-sentierd.log" 2>&1
 rc=$?
 echo "sentierd --device=cuda: exit $rc in $(( $(date +%s) - start )) s"
