@@ -6,6 +6,7 @@
 #include <cmath>
 #include <chrono>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -32,6 +33,10 @@ struct RunResult {
   NamedTensors outputs;
   NamedTensors grads;
   std::vector<bool> grad_defined;  // per grads entry: autograd produced one (else zeros stand in)
+  // Gradients autograd produced as sparse tensors (`nn.EmbeddingBag(sparse=True)`): compared
+  // densified; a rewrite that changes the layout changes what an optimizer such as SparseAdam
+  // accepts, and is reported.
+  std::set<std::string> sparse_grads;
 };
 
 // A fresh copy on `device`, floating tensors in `dtype`: every run gets its own inputs, so a
@@ -93,6 +98,7 @@ void ByOriginalNames(const ParamLayout& layout, RunResult* result) {
     size_t at = static_cast<size_t>(it - result->grads.begin());
     at::Tensor g = it->second;
     bool defined = result->grad_defined[at];
+    const bool sparse = result->sparse_grads.erase(key) != 0;
     result->grads.erase(it);
     result->grad_defined.erase(result->grad_defined.begin() + at);
     int64_t offset = 0;
@@ -101,6 +107,7 @@ void ByOriginalNames(const ParamLayout& layout, RunResult* result) {
       offset += p.sizes[k];
       result->grads.emplace_back(absl::StrCat("grad of param ", p.members[k]), part.contiguous());
       result->grad_defined.push_back(defined);
+      if (sparse) result->sparse_grads.insert(absl::StrCat("grad of param ", p.members[k]));
     }
   }
 }
@@ -152,6 +159,10 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
             torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
         for (size_t k = 0; k < grads.size(); ++k) {
           at::Tensor g = grads[k].defined() ? grads[k] : at::zeros_like(leaves[k]);
+          if (g.is_sparse()) {
+            result.sparse_grads.insert(leaf_names[k]);
+            g = g.coalesce().to_dense();
+          }
           result.grads.emplace_back(leaf_names[k], g.detach());
           result.grad_defined.push_back(grads[k].defined());
         }
@@ -379,6 +390,12 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
       }
       if (ref_has && !cand->grad_defined[k]) cand_missing[cand->grads[k].first] = true;
     }
+    // Gradients whose layout (sparse or dense) the candidate changed.
+    std::map<std::string, bool> layout_changed;
+    for (const auto& [name, t] : ref->grads) {
+      const bool r = ref->sparse_grads.count(name) != 0, c = cand->sparse_grads.count(name) != 0;
+      if (r != c) layout_changed[name] = r;  // true: sparse in the reference
+    }
     auto compare = [&](const NamedTensors& r, const NamedTensors& r64, const NamedTensors& c) {
       std::map<std::string, at::Tensor> cm(c.begin(), c.end()), r64m(r64.begin(), r64.end());
       std::vector<size_t> judged;  // findings whose tolerance is set below
@@ -397,6 +414,11 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
           f.ok = false;
           f.note = "no gradient in the candidate (None: detached or dropped from the autograd "
                    "graph) where the reference has one";
+        } else if (layout_changed.count(name) != 0) {
+          f.ok = false;
+          f.note = layout_changed[name] ? "sparse in the reference, dense in the candidate (an optimizer for "
+                                          "sparse gradients, such as SparseAdam, would refuse it)"
+                                        : "dense in the reference, sparse in the candidate";
         } else if (ci->second.sizes() != rt.sizes()) {
           f.ok = false;
           f.note = absl::StrCat("shape ", c10::str(ci->second.sizes()), " vs reference ", c10::str(rt.sizes()));

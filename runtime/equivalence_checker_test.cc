@@ -172,6 +172,36 @@ TEST(EquivalenceCheckerTest, CandidateThatDoesNotRunIsNotEquivalent) {
   }
 }
 
+// Sparse gradients (nn.EmbeddingBag(sparse=True), as DLRM's tables are written) are compared
+// densified: a model checks against itself. A candidate that computes the same values with a
+// dense gradient is not equivalent: an optimizer for sparse gradients (SparseAdam) would refuse
+// it.
+torch::jit::Module EmbeddingBagModel(bool sparse) {
+  at::Generator gen = at::detail::createCPUGenerator(3);
+  torch::jit::Module m("Bags");
+  m.register_parameter("w", at::randn({10, 4}, gen), false);
+  m.define(absl::StrReplaceAll(R"TS(
+def forward(self, ids):
+    flat = ids.reshape(-1)
+    off = torch.arange(0, flat.size(0), ids.size(1))
+    return torch.embedding_bag(self.w, flat, off, False, 0, SPARSE, None, False)[0]
+)TS", {{"SPARSE", sparse ? "True" : "False"}}));
+  return m;
+}
+
+TEST(EquivalenceCheckerTest, SparseGradientsAreComparedAndTheirLayoutKept) {
+  at::Generator gen = at::detail::createCPUGenerator(5);
+  std::vector<c10::IValue> ids = {at::randint(0, 10, {8, 3}, gen, at::TensorOptions().dtype(at::kLong))};
+  auto same = EquivalenceChecker(CheckOptions()).Check(EmbeddingBagModel(true), EmbeddingBagModel(true), ids);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(same->equivalent) << same->first_failure;
+  auto dense = EquivalenceChecker(CheckOptions()).Check(EmbeddingBagModel(true), EmbeddingBagModel(false), ids);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_FALSE(dense->equivalent);
+  EXPECT_NE(dense->first_failure.find("sparse in the reference, dense in the candidate"), std::string::npos)
+      << dense->first_failure;
+}
+
 TEST(EquivalenceCheckerTest, ReferenceThatDoesNotRunIsBadInput) {
   std::vector<c10::IValue> wrong = {at::randn({4, 5})};
   auto r = EquivalenceChecker(CheckOptions()).Check(Make(kReference), Make(kReference), wrong);

@@ -78,13 +78,17 @@ class DLRM(nn.Module):
     (dlrm_s_pytorch.py: apply_mlp, apply_emb, interact_features with dot interaction).
 
     Bottom MLP over dense features, one EmbeddingBag(mode="sum") per sparse table, pairwise dot
-    products of all feature vectors (strictly lower triangle), top MLP, sigmoid.
+    products of all feature vectors (strictly lower triangle), top MLP, sigmoid. With
+    sparse_grads the tables are EmbeddingBag(sparse=True), as the reference code builds them
+    (their gradients are sparse tensors, for SGD or SparseAdam).
     """
 
-    def __init__(self, num_dense: int = 13, num_tables: int = 8, rows: int = 100, dim: int = 16):
+    def __init__(self, num_dense: int = 13, num_tables: int = 8, rows: int = 100, dim: int = 16,
+                 sparse_grads: bool = False):
         super().__init__()
         self.bot_l = _mlp([num_dense, 32, dim], final_act=True)
-        self.emb_l = nn.ModuleList([nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(num_tables)])
+        self.emb_l = nn.ModuleList([nn.EmbeddingBag(rows, dim, mode="sum", sparse=sparse_grads)
+                                    for _ in range(num_tables)])
         n = num_tables + 1
         li = [i for i in range(n) for j in range(i)]
         lj = [j for i in range(n) for j in range(i)]
@@ -888,6 +892,7 @@ def _dict_args(m: DictInput, batch: int):
 
 REGISTRY = {
     "dlrm": _seeded(101, DLRM, _dlrm_args, True),
+    "dlrm_sparse": _seeded(125, lambda: DLRM(sparse_grads=True), _dlrm_args, True),
     "dcn_v2": _seeded(102, DCNv2, lambda m, b: (_ids(b, _vocab(m.embs)), _dense(b, 13)), True),
     "deepfm": _seeded(103, DeepFM, lambda m, b: (_ids(b, _vocab(m.embs)),), True),
     "wide_deep": _seeded(104, WideDeep, lambda m, b: (_dense(b, 13), _ids(b, _vocab(m.embs))), True),
