@@ -74,7 +74,7 @@ echo '{"mode": "train"}' >"$R2/mode_typo/sentier.json"
 rep="$O2/towers/1/report.json"
 if [[ "$(status_of "$rep")" == optimized ]] && grep -q '"param_layout": "stacked"' "$rep" \
     && grep -q '"memory_margin": 1.5' "$rep" && grep -q '"name": "l1.stacked_weight"' "$rep" \
-    && grep -q '"mode": "training"' "$rep"; then
+    && grep -q '^  "mode": "training"' "$rep"; then
   ok "towers published with stacked parameters, validated in its own mode (training)"
   "$CHECK" --reference="$R2/towers/1/model.pt" --candidate="$O2/towers/1/model.pt" \
     --inputs="$R2/towers/1/inputs.pt" --device=cpu --mode=both --trials=2 >"$T/check2.txt" 2>&1 \

@@ -364,7 +364,9 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   report["version"] = v.version;
   report["source_signature"] = v.signature;
   report["trigger"] = job.why;
-  report["mode"] = std::string(ValidationModeName(options_.mode));
+  // The job's mode (REG/<model>/sentier.json may set another than --mode); a report the daemon
+  // makes itself has the daemon's.
+  if (!report.contains("mode")) report["mode"] = std::string(ValidationModeName(options_.mode));
   std::string arch = report.value("architecture_fingerprint", "");
   std::string prev = state_.PreviousArchFp(v.model, v.version);
   if (!arch.empty()) {

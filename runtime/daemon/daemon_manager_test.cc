@@ -56,6 +56,10 @@ class FakeLauncher : public JobLauncher {
       _exit(0);
     }
     WriteRaw(model, "artifact");
+    if (spec.model == "trained") {  // its sentier.json chose the mode
+      WriteRaw(job, R"({"status": "optimized", "reason": "test", "mode": "training"})");
+      _exit(0);
+    }
     WriteRaw(job, R"({"status": "optimized", "reason": "test", "architecture_fingerprint": "a1"})");
     _exit(0);
   }
@@ -108,16 +112,21 @@ TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
   AddVersion("good", 1);
   AddVersion("crash", 1);
   AddVersion("garbage", 1);
+  AddVersion("trained", 1);
   DaemonManager m(options_);
   ASSERT_TRUE(m.Start().ok());
-  EXPECT_EQ(PlanAndRunAll(m), 3);
-  EXPECT_EQ(launcher_.launched, (std::set<std::string>{"good/1", "crash/1", "garbage/1"}));
+  EXPECT_EQ(PlanAndRunAll(m), 4);
+  EXPECT_EQ(launcher_.launched, (std::set<std::string>{"good/1", "crash/1", "garbage/1", "trained/1"}));
   EXPECT_EQ(ParameterLayoutName(launcher_.last.param_layout), "stacked");  // options reach the job
 
   std::string good = Report("good", 1);
   EXPECT_TRUE(absl::StrContains(good, "\"status\": \"optimized\"")) << good;
   EXPECT_TRUE(absl::StrContains(good, "\"tool\": \"sentierd\"")) << good;
   EXPECT_TRUE(absl::StrContains(good, "\"trigger\": \"new version\"")) << good;
+  EXPECT_TRUE(absl::StrContains(good, "\"mode\": \"both\"")) << good;  // the daemon's --mode
+  std::string trained = Report("trained", 1);
+  EXPECT_TRUE(absl::StrContains(trained, "\"mode\": \"training\"")) << trained;  // the job's own
+  EXPECT_FALSE(absl::StrContains(trained, "\"mode\": \"both\"")) << trained;
   EXPECT_EQ(ReadFile((root_ / "out" / "good" / "1" / "model.pt").string()).value_or(""), "artifact");
   std::string crash = Report("crash", 1);
   EXPECT_TRUE(absl::StrContains(crash, "job process crashed (signal 6")) << crash;
@@ -129,8 +138,8 @@ TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
   EXPECT_EQ(ReportStatusName(m.state().Find("crash", 1)->status), "rejected");
   {
     std::lock_guard<std::mutex> l(m.metrics().mu);
-    EXPECT_EQ(m.metrics().seen, 3);
-    EXPECT_EQ(m.metrics().optimized, 1);
+    EXPECT_EQ(m.metrics().seen, 4);
+    EXPECT_EQ(m.metrics().optimized, 2);
     EXPECT_EQ(m.metrics().rejected, 2);
   }
   // Nothing new: the next poll plans nothing.
