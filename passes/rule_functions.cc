@@ -192,30 +192,24 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                    items.insert(items.begin() + i, other.begin(), other.end());
                    return Rebuild(a[0], std::move(items));
                  }};
+  // Uses by dead nodes (replaced earlier in the round, not yet swept) do not count.
+  auto every_value_has_live_uses = [](const Datum& d, size_t want) -> absl::StatusOr<Datum> {
+    SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(d));
+    for (Value* v : vs) {
+      size_t live = 0;
+      for (const torch::jit::Use& u : v->uses()) live += IsDeadNode(u.user) ? 0 : 1;
+      if (live != want) return Datum::Bool(false);
+    }
+    return Datum::Bool(true);
+  };
   f["single_use"] = {1, 1,
                      "single_use(v or vs...): every value has exactly one use (uses by dead nodes, "
                      "replaced earlier in the round and not yet swept, do not count)",
-                     [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                       SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-                       for (Value* v : vs) {
-                         size_t live = 0;
-                         for (const torch::jit::Use& u : v->uses()) live += IsDeadNode(u.user) ? 0 : 1;
-                         if (live != 1) return Datum::Bool(false);
-                       }
-                       return Datum::Bool(true);
-                     }};
+                     [=](auto& a, auto&) { return every_value_has_live_uses(a[0], 1); }};
   f["unused"] = {1, 1,
                  "unused(v or vs...): no value has a use (uses by dead nodes do not count): the "
                  "outputs of a many-output node that a rewrite does not replace",
-                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                   SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-                   for (Value* v : vs) {
-                     for (const torch::jit::Use& u : v->uses()) {
-                       if (!IsDeadNode(u.user)) return Datum::Bool(false);
-                     }
-                   }
-                   return Datum::Bool(true);
-                 }};
+                 [=](auto& a, auto&) { return every_value_has_live_uses(a[0], 0); }};
   f["outputs"] = {1, 1, "outputs(%v): every output of the node that produces %v, in order",
                   [](auto& a, auto&) -> absl::StatusOr<Datum> {
                     SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
