@@ -195,6 +195,49 @@ TEST(CanonicalizeTest, ScriptedLoopBecomesStraightLineAndComputesTheSame) {
   EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
 }
 
+// F.embedding_bag's argument checks, reduced: a 2-D input must come without offsets (here a
+// Tensor, so `is not None` holds and that branch always raises); a 1-D input needs offsets,
+// refined from Optional. After the pipeline the checks are guards without outputs and the values
+// that reach the add are the inputs themselves, in the outer block; the numbers, and the errors
+// for a 2-D or 3-D input, are as before.
+TEST(UnwrapRaisingBranchesTest, ArgumentChecksBecomeGuards) {
+  torch::jit::Module m("Bags");
+  m.define(R"TS(
+def checked(self, x: Tensor, o: Optional[Tensor]):
+    if x.dim() == 2:
+        assert o is None, "a 2-D input takes no offsets"
+        return x.flatten(), x
+    else:
+        assert x.dim() == 1, "1-D or 2-D input"
+        assert o is not None, "a 1-D input needs offsets"
+        return x, o
+
+def forward(self, x, o):
+    a, b = self.checked(x, o)
+    return a + 2 * b
+)TS");
+  auto g = InlinedForward(m);
+  auto original = g->copy();
+  CanonicalizeOptions options;
+  options.self = m._ivalue();
+  PassCounters counters;
+  EXPECT_TRUE(Canonicalize(g, options, &counters));
+  EXPECT_GT(counters["unwrap_raising_branches.guards"], 0);
+  EXPECT_GT(counters["unwrap_raising_branches.none_checks"], 0);
+  FileCheck().check_not("aten::__is")->check_not("prim::unchecked_cast")->check("aten::add(%x")->run(*g);
+  for (torch::jit::Node* n : g->nodes()) {
+    if (n->kind() == c10::prim::If) EXPECT_TRUE(n->outputs().empty()) << *n;
+  }
+  at::Tensor x = torch::randn({6}), o = torch::randn({6});
+  at::Tensor want = RunGraphOn(original, {m._ivalue(), x, o})[0].toTensor();
+  EXPECT_TRUE(at::allclose(want, RunGraphOn(g, {m._ivalue(), x, o})[0].toTensor()));
+  for (const auto& graph : {original, g}) {
+    EXPECT_THROW(RunGraphOn(graph, {m._ivalue(), torch::randn({2, 3}), o}), std::exception);
+    EXPECT_THROW(RunGraphOn(graph, {m._ivalue(), torch::randn({2, 3, 4}), o}), std::exception);
+  }
+  EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
+}
+
 TEST(PropagateConstantsTest, IfOnConstantBecomesItsBranch) {
   auto g = Parse(R"IR(
 graph(%x : Tensor):

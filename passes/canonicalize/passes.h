@@ -53,6 +53,12 @@ bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters
 // (prim::NumToTensor(size) * 4) becomes the same arithmetic on ints.
 bool FoldScalarTensors(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
+// UnwrapRaisingBranches: an `if` one of whose branches always raises (an F.* wrapper's argument
+// check) keeps only the check; the other branch's nodes move after it into the outer block, and
+// the `if`'s outputs become that branch's values. Feeding it: `x is None` / `is not None` of a
+// tensor become constants, and a prim::unchecked_cast to the type its input has becomes the input.
+bool UnwrapRaisingBranches(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
 // IsImmutableType: values of the type cannot be mutated (int, float, bool, str, None, Number,
 // Device, and tuples of those): two reads of one are interchangeable.
 bool IsImmutableType(const c10::TypePtr& type);

@@ -106,6 +106,12 @@ const std::vector<Pass>& Passes() {
        [](G g, O o, const Inventory*, PassCounters* c) { return FoldModuleAttributes(g, o.self, c); }},
       {"constant_propagation", false, [](I i, O) { return i.foldable; },
        [](G g, O, const Inventory*, PassCounters* c) { return PropagateConstants(g, c); }},
+      {"unwrap_raising_branches", false,
+       [](I i, O) {
+         return (i.Has(c10::prim::If) && i.Has(c10::prim::RaiseException)) ||
+                i.Has(c10::prim::unchecked_cast) || i.Has("aten::__is__") || i.Has("aten::__isnot__");
+       },
+       [](G g, O, const Inventory*, PassCounters* c) { return UnwrapRaisingBranches(g, c); }},
       {"remove_list_mutation", false,
        [](I i, O) {
          return i.Has("aten::append") || i.Has("aten::insert") || i.Has("aten::_set_item") ||

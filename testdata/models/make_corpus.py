@@ -641,6 +641,41 @@ class YouTubeDNN(nn.Module):
         return self.scores(self.tower(torch.cat(parts, 1)))
 
 
+class GatedBag(nn.Module):
+    """One field of GatedBags: a mean-pooled table and its gate."""
+
+    def __init__(self, rows: int, dim: int):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(rows, dim, mode="mean")
+        self.gate = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, ids: Tensor, offsets: Tensor) -> Tensor:
+        return self.bag(ids, offsets) * torch.sigmoid(self.gate)
+
+
+class GatedBags(nn.Module):
+    """Field importance on pooled embeddings: every field's mean-pooled bag of ids is scaled by a
+    learned gate before the fields are concatenated into an MLP. FiBiNET's SENET layer (Huang et
+    al. 2019, arXiv:1905.09433; shenweichen/DeepCTR-Torch, layers/interaction.py SENETLayer)
+    reweights fields per example; here the gate is a static per-field parameter, the simpler form
+    many production models use. Each field is its own module (table and gate) in a ModuleList over
+    List[Tensor] ids and offsets, so every pooled lookup is consumed right where it is made.
+    """
+
+    def __init__(self, fields: int = 6, rows: int = 80, dim: int = 8):
+        super().__init__()
+        self.fields = nn.ModuleList([GatedBag(rows, dim) for _ in range(fields)])
+        self.mlp = _mlp([fields * dim, 32, 1])
+
+    def forward(self, indices: List[Tensor], offsets: List[Tensor]) -> Tensor:
+        ys: List[Tensor] = []
+        i = 0
+        for field in self.fields:
+            ys.append(field(indices[i], offsets[i]))
+            i += 1
+        return torch.sigmoid(self.mlp(torch.cat(ys, 1)))
+
+
 class WeightedFeatures(nn.Module):
     """Weighted sparse features: each id comes with a score (TorchRec's weighted features, the
     id-score lists of Meta's rankers: KeyedJaggedTensor weights fed to an EmbeddingBagCollection
@@ -880,6 +915,16 @@ def _youtube_dnn_args(m: YouTubeDNN, batch: int, length: int = 8):
             _dense(batch, 3))
 
 
+def _gated_bags_args(m: GatedBags, batch: int):
+    indices: List[Tensor] = []
+    offsets: List[Tensor] = []
+    for field in m.fields:
+        idx, off = _bags(batch, field.bag.num_embeddings)
+        indices.append(idx)
+        offsets.append(off)
+    return (indices, offsets)
+
+
 def _weighted_features_args(m: WeightedFeatures, batch: int, length: int = 4):
     ids = torch.stack([torch.randint(0, e.num_embeddings, (batch, length), dtype=torch.int64)
                        for e in m.embs], 1)
@@ -893,6 +938,7 @@ def _dict_args(m: DictInput, batch: int):
 REGISTRY = {
     "dlrm": _seeded(101, DLRM, _dlrm_args, True),
     "dlrm_sparse": _seeded(125, lambda: DLRM(sparse_grads=True), _dlrm_args, True),
+    "gated_bags": _seeded(126, GatedBags, _gated_bags_args, True),
     "dcn_v2": _seeded(102, DCNv2, lambda m, b: (_ids(b, _vocab(m.embs)), _dense(b, 13)), True),
     "deepfm": _seeded(103, DeepFM, lambda m, b: (_ids(b, _vocab(m.embs)),), True),
     "wide_deep": _seeded(104, WideDeep, lambda m, b: (_dense(b, 13), _ids(b, _vocab(m.embs))), True),
