@@ -40,6 +40,7 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   check.timing_only = !options.verify_each;
   check.inference = !options.training;
   check.training = options.training;
+  check.timing = options.timing;
   auto r = EquivalenceChecker(check).Check(original.module, model->module, samples);
   if (!r.ok()) return r.status();
   if (!r->equivalent) {
@@ -77,7 +78,10 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   auto sel = SelectRules(rules, options, [&](const RuleSet& set, Trial* original_trial) {
     return Measure(model_path, *original, samples, set, options, original_trial);
   });
-  if (sel.ok()) sel->stacked_parameters = options.optimize.stacked_parameters;
+  if (sel.ok()) {
+    sel->stacked_parameters = options.optimize.stacked_parameters;
+    sel->timing = options.timing;
+  }
   return sel;
 }
 

@@ -49,6 +49,7 @@ struct CostOptions {
   bool verify_each = true;      // check every measured set for equivalence (else only time
                                 // them; the caller must then validate the final artifact)
   VerdictMargins margins;       // speed and peak-memory margins (runtime/verdict.h)
+  StepTiming timing = StepTiming::kInterpreter;  // how steps are timed (CheckOptions::timing)
   // How every measured set is optimized: the options the published artifact will be made with
   // (layout, rounds), so that the gate judges that artifact. Each trial puts its own module and
   // sample inputs in place of `self` and `sample_inputs`; `after_pass` is not called.
@@ -59,6 +60,7 @@ struct CostSelection {
   std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
   bool faster = false;                   // the selected set beats the original
   bool stacked_parameters = false;       // the layout the sets were measured in (CostOptions)
+  StepTiming timing = StepTiming::kInterpreter;  // how they were timed (CostOptions)
   bool none_fired = false;               // no rule applies to this model at all
   double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set

@@ -12,9 +12,10 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/cuda.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -197,7 +198,12 @@ struct StepMeasure {
 };
 
 StepMeasure MeasureStep(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
-                        c10::ScalarType dtype, const c10::Device& device, bool training) {
+                        c10::ScalarType dtype, const c10::Device& device, bool training,
+                        StepTiming timing) {
+  // executor: the graph executor's optimizations on for these steps only (the profiling
+  // executor profiles, then compiles its fusion groups: more warm-up steps).
+  const bool executor = timing == StepTiming::kExecutor;
+  torch::jit::GraphOptimizerEnabledGuard optimize(executor);
   torch::jit::Module copy = ModelOnDevice(m, dtype, device, training);
   c10::AutoGradMode grad_mode(training);
   std::vector<c10::IValue> in = InputsOnDevice(inputs, dtype, device);
@@ -217,12 +223,13 @@ StepMeasure MeasureStep(const torch::jit::Module& m, const std::vector<c10::IVal
     }
   };
   std::vector<double> ms;
-  for (int i = 0; i < 23; ++i) {
+  const int warm_up = executor ? 6 : 3;
+  for (int i = 0; i < warm_up + 20; ++i) {
     sync();
     auto start = std::chrono::steady_clock::now();
     step();
     sync();
-    if (i >= 3) {
+    if (i >= warm_up) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
   }
@@ -251,6 +258,15 @@ absl::Status ReferenceFailure(const torch::jit::Module& reference, const std::ve
 }
 
 }  // namespace
+
+absl::Status CheckStepTiming(StepTiming timing) {
+  if (timing == StepTiming::kExecutor && TORCH_VERSION_MAJOR < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "timing 'executor' needs LibTorch 2.x; this is ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
+        " (its profiling executor asserts on graphs with aten::stack, which batched forms contain)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RunsOnDevice(const torch::jit::Module& module, const std::vector<c10::IValue>& samples,
                           Device device_name, bool training) {
@@ -327,7 +343,7 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   auto time_both = [&]() -> absl::Status {
     try {
       auto forward = [&](const torch::jit::Module& m, double* ms, int64_t* peak) {
-        StepMeasure s = MeasureStep(m, samples, options_.dtype, device, false);
+        StepMeasure s = MeasureStep(m, samples, options_.dtype, device, false, options_.timing);
         *ms = s.median_ms;
         *peak = s.peak_bytes;
       };
@@ -335,11 +351,11 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
       forward(candidate, &report.candidate_ms, &report.candidate_peak_bytes);
       if (training) {
         if (options_.time_reference) {
-          StepMeasure r = MeasureStep(reference, samples, options_.dtype, device, true);
+          StepMeasure r = MeasureStep(reference, samples, options_.dtype, device, true, options_.timing);
           report.reference_train_ms = r.median_ms;
           report.reference_train_peak_bytes = r.peak_bytes;
         }
-        StepMeasure c = MeasureStep(candidate, samples, options_.dtype, device, true);
+        StepMeasure c = MeasureStep(candidate, samples, options_.dtype, device, true, options_.timing);
         report.candidate_train_ms = c.median_ms;
         report.candidate_train_peak_bytes = c.peak_bytes;
       }

@@ -46,6 +46,9 @@ struct CheckOptions {
   bool time_reference = true;       // with time: false times the candidate alone (the
                                     // reference's figures stay -1), e.g. when they are known
   bool count_ops = true;            // count aten ops per forward of both (CPU proxy for kernels)
+  // How timed steps run (runtime/options_enums.h): the interpreter, or the graph executor with
+  // its optimizations on, as users run artifacts (CheckStepTiming says where that is available).
+  StepTiming timing = StepTiming::kInterpreter;
   std::vector<bool> fixed_inputs;   // fixed_inputs[i]: argument i does not follow the batch (a
                                     // parameter passed as an input): not doubled at batch x2
 };
@@ -87,6 +90,11 @@ struct CheckReport {
   int64_t cuda_kernels_step_candidate = -1;
   std::string count_error;  // why an aten-op or CUDA-kernel count is missing (-1), if one is
 };
+
+// CheckStepTiming: whether this LibTorch can time steps that way. executor needs LibTorch 2.x:
+// 1.13's profiling executor asserts inside its autodiff on graphs with aten::stack, which batched
+// forms contain. InvalidArgument naming the version otherwise.
+absl::Status CheckStepTiming(StepTiming timing);
 
 class EquivalenceChecker {
  public:

@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/version.h>
 #include <torch/cuda.h>
 
 #include "absl/strings/str_replace.h"
@@ -200,6 +202,31 @@ TEST(EquivalenceCheckerTest, SparseGradientsAreComparedAndTheirLayoutKept) {
   EXPECT_FALSE(dense->equivalent);
   EXPECT_NE(dense->first_failure.find("sparse in the reference, dense in the candidate"), std::string::npos)
       << dense->first_failure;
+}
+
+// Timing as users run artifacts (the graph executor's optimizations on) needs LibTorch 2.x; there
+// it times both models, here (1.13) it is refused with the reason. The interpreter is always
+// available.
+TEST(EquivalenceCheckerTest, ExecutorTimingNeedsLibTorch2) {
+  EXPECT_TRUE(CheckStepTiming(StepTiming::kInterpreter).ok());
+  absl::Status executor = CheckStepTiming(StepTiming::kExecutor);
+  if (TORCH_VERSION_MAJOR < 2) {
+    EXPECT_EQ(executor.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(executor.message()).find("needs LibTorch 2.x"), std::string::npos) << executor;
+    return;
+  }
+  ASSERT_TRUE(executor.ok()) << executor;
+  CheckOptions opts;
+  opts.time = true;
+  opts.timing = StepTiming::kExecutor;
+  if (torch::cuda::is_available()) opts.device = Device::kCuda;
+  auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(kBatched), Samples());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->equivalent) << r->first_failure;
+  EXPECT_GT(r->reference_ms, 0.0);
+  EXPECT_GT(r->candidate_ms, 0.0);
+  EXPECT_GT(r->candidate_train_ms, 0.0);
+  EXPECT_FALSE(torch::jit::getGraphExecutorOptimize()) << "the executor's switch is put back";
 }
 
 TEST(EquivalenceCheckerTest, ReferenceThatDoesNotRunIsBadInput) {

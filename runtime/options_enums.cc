@@ -52,6 +52,8 @@ const Table<ParameterLayout> kLayouts = {{ParameterLayout::kOriginal, "original"
                                      {ParameterLayout::kStacked, "stacked"}};
 const Table<RuleSelection> kSelections = {
     {RuleSelection::kAuto, "auto"}, {RuleSelection::kOn, "on"}, {RuleSelection::kOff, "off"}};
+const Table<StepTiming> kTimings = {{StepTiming::kInterpreter, "interpreter"},
+                                    {StepTiming::kExecutor, "executor"}};
 const Table<ReportStatus> kStatuses = {{ReportStatus::kOptimized, "optimized"},
                                        {ReportStatus::kUnchanged, "unchanged"},
                                        {ReportStatus::kRejected, "rejected"}};
@@ -80,6 +82,11 @@ absl::StatusOr<RuleSelection> ParseRuleSelection(absl::string_view text) {
   return Parse(kSelections, "rule selection", text);
 }
 absl::string_view RuleSelectionName(RuleSelection selection) { return Name(kSelections, selection); }
+
+absl::StatusOr<StepTiming> ParseStepTiming(absl::string_view text) {
+  return Parse(kTimings, "step timing", text);
+}
+absl::string_view StepTimingName(StepTiming timing) { return Name(kTimings, timing); }
 
 absl::StatusOr<ReportStatus> ParseReportStatus(absl::string_view text) {
   return Parse(kStatuses, "report status", text);

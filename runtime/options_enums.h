@@ -42,6 +42,14 @@ enum class RuleSelection { kAuto, kOn, kOff };
 absl::StatusOr<RuleSelection> ParseRuleSelection(absl::string_view text);
 absl::string_view RuleSelectionName(RuleSelection selection);
 
+// StepTiming: how the gate and sentier_check --time run the steps they time. interpreter: the
+// graph executor's optimizations off, as every comparison runs (runtime/torch_settings.h);
+// executor: with them on, as users run artifacts (on CUDA the executor's fuser merges pointwise
+// chains). executor needs LibTorch 2.x (CheckStepTiming in equivalence_checker.h).
+enum class StepTiming { kInterpreter, kExecutor };
+absl::StatusOr<StepTiming> ParseStepTiming(absl::string_view text);  // interpreter | executor
+absl::string_view StepTimingName(StepTiming timing);
+
 // ReportStatus: report.json's "status" (runtime/report_schema.json).
 enum class ReportStatus { kOptimized, kUnchanged, kRejected };
 absl::StatusOr<ReportStatus> ParseReportStatus(absl::string_view text);

@@ -36,6 +36,8 @@ TEST(OptionsEnumsTest, NamesRoundTrip) {
                                   {RuleSelection::kOn, "on"},
                                   {RuleSelection::kOff, "off"}},
                                  ParseRuleSelection, RuleSelectionName);
+  ExpectRoundTrip<StepTiming>({{StepTiming::kInterpreter, "interpreter"}, {StepTiming::kExecutor, "executor"}},
+                              ParseStepTiming, StepTimingName);
   ExpectRoundTrip<ReportStatus>({{ReportStatus::kOptimized, "optimized"},
                                  {ReportStatus::kUnchanged, "unchanged"},
                                  {ReportStatus::kRejected, "rejected"}},
@@ -56,6 +58,8 @@ TEST(OptionsEnumsTest, BadValuesNameTheValueAndTheAllowedOnes) {
                 "invalid parameter layout 'Stacked': expected original or stacked");
   ExpectInvalid(ParseRuleSelection("maybe").status(),
                 "invalid rule selection 'maybe': expected auto, on or off");
+  ExpectInvalid(ParseStepTiming("fuser").status(),
+                "invalid step timing 'fuser': expected interpreter or executor");
   ExpectInvalid(ParseReportStatus("").status(),
                 "invalid report status '': expected optimized, unchanged or rejected");
 }

@@ -51,6 +51,7 @@ void AddSelection(const CostSelection& selection, Device device, ValidationMode 
                        {"param_layout", std::string(ParameterLayoutName(
                                             selection.stacked_parameters ? ParameterLayout::kStacked
                                                                          : ParameterLayout::kOriginal))},
+                       {"timing", std::string(StepTimingName(selection.timing))},
                        {"faster", selection.faster},
                        {"within_memory", selection.within_memory},
                        {"nothing_fires_within_memory", selection.nothing_fires_within_memory},

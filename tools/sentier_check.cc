@@ -37,6 +37,9 @@ DEFINE_uint64(seed, 0, "seed for random inputs and projections");
 DEFINE_bool(time, false,
             "also time both models (median step, device synchronized) and measure the peak "
             "memory of one step; on by default when the device is CUDA");
+DEFINE_string(timing, "interpreter",
+              "with --time: interpreter (the graph executor's optimizations off) or executor (on, as "
+              "users run artifacts; needs LibTorch 2.x)");
 DEFINE_string(report, "", "write a JSON report here");
 
 namespace {
@@ -87,6 +90,14 @@ int Run() {
   gflags::CommandLineFlagInfo time_flag;
   bool time_default = gflags::GetCommandLineFlagInfo("time", &time_flag) && time_flag.is_default;
   opts.time = time_default ? opts.device == sentier::Device::kCuda : FLAGS_time;
+  absl::StatusOr<sentier::StepTiming> timing = sentier::ParseStepTiming(FLAGS_timing);
+  if (!timing.ok()) {
+    return Fail(2, absl::StrCat("--timing must be interpreter or executor, not '", FLAGS_timing, "'"));
+  }
+  if (absl::Status can = sentier::CheckStepTiming(*timing); !can.ok()) {
+    return Fail(2, absl::StrCat("--timing: ", can.message()));
+  }
+  opts.timing = *timing;
   auto ref = sentier::LoadModel(FLAGS_reference);
   if (!ref.ok()) return Fail(2, std::string(ref.status().message()));
   auto cand = sentier::LoadModel(FLAGS_candidate);

@@ -35,6 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "passes/optimizer.h"
 #include "runtime/cost_selection.h"
+#include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "tools/flags.h"
 #include "runtime/model_io.h"
@@ -83,6 +84,10 @@ DEFINE_double(memory_margin, 0.01,
               "with --cost=measure: how much (a fraction of the original's) the peak memory of a "
               "step may grow; negative: peak memory is not weighed");
 DEFINE_string(device, "auto", "with --cost=measure: auto (CUDA when available), cpu or cuda");
+DEFINE_string(timing, "interpreter",
+              "with --cost=measure: how the timed steps run: interpreter (the graph executor's "
+              "optimizations off) or executor (on, as users run artifacts: on CUDA its fuser merges "
+              "pointwise chains; needs LibTorch 2.x)");
 DEFINE_string(mode, "training",
               "training or inference: the step --cost=measure times, and whose aten ops decide "
               "without it whether a larger graph is written");
@@ -232,6 +237,13 @@ int Run() {
   if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
     return Fail(kBadInput, absl::StrCat("--mode must be training or inference, not '", FLAGS_mode, "'"));
   }
+  absl::StatusOr<sentier::StepTiming> timing = sentier::ParseStepTiming(FLAGS_timing);
+  if (!timing.ok()) {
+    return Fail(kBadInput, absl::StrCat("--timing must be interpreter or executor, not '", FLAGS_timing, "'"));
+  }
+  if (absl::Status can = sentier::CheckStepTiming(*timing); !can.ok()) {
+    return Fail(kBadInput, absl::StrCat("--timing: ", can.message()));
+  }
   sentier::CostSelection selection;
   bool measured = false;
   if (FLAGS_cost == "measure") {
@@ -250,6 +262,7 @@ int Run() {
                        : sentier::Device::kCpu;
     copts.training = *mode == sentier::ValidationMode::kTraining;
     copts.margins.memory = FLAGS_memory_margin;
+    copts.timing = *timing;
     copts.optimize = opts;  // the artifact's options: layout and rounds
     const std::string device_name(sentier::DeviceName(copts.device));
     j["device"] = device_name;

@@ -26,6 +26,15 @@ mkdir -p "$T/src"; "$MAKE" --model=waste --seed=3 --batch=8 --out_model="$T/src/
 "$D" --registry="$R" --output="$O" --mode=bogus >"$T/f.txt" 2>&1; [[ $? == 2 ]] && ok "bad mode -> 2" || fail "bad mode"
 "$D" --registry="$R" --output="$O" --bogus_flag >"$T/f.txt" 2>&1; [[ $? == 2 ]] && ok "unknown flag -> 2" || fail "unknown flag"
 "$D" --registry="$R" --output="$O" --select_rules=maybe >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q "select_rules" "$T/f.txt" && ok "bad --select_rules -> 2" || fail "bad select_rules"
+"$D" --registry="$R" --output="$O" --timing=fuser >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q "must be interpreter or executor" "$T/f.txt" && ok "bad --timing -> 2" || fail "bad timing"
+mkdir -p "$T/reg_timing"
+"$D" --registry="$T/reg_timing" --output="$T/out_timing" --timing=executor --once >"$T/f.txt" 2>&1
+rc=$?
+if grep -q "needs LibTorch 2.x" "$T/f.txt"; then
+  [[ $rc == 2 ]] && ok "--timing=executor refused on LibTorch 1.x -> 2" || fail "--timing=executor on 1.x: exit $rc"
+else
+  [[ $rc == 0 ]] && ok "--timing=executor accepted (LibTorch 2.x)" || { fail "--timing=executor: exit $rc"; tail -3 "$T/f.txt"; }
+fi
 "$D" --registry="$T/nope" --output="$T/out-x" --once >"$T/f.txt" 2>&1; [[ $? == 4 ]] && ok "unreadable registry -> 4" || { fail "unreadable registry"; cat "$T/f.txt"; }
 
 PORT=$((20000 + RANDOM % 20000))

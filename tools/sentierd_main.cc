@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/daemon/daemon_manager.h"
+#include "runtime/equivalence_checker.h"
 #include "runtime/daemon/optimize_job.h"
 #include "runtime/daemon/registry_watcher.h"
 #include "runtime/options_enums.h"
@@ -40,6 +41,10 @@ DEFINE_int32(poll_interval_ms, 2000, "registry poll interval");
 DEFINE_bool(once, false, "process everything pending, print a per-model summary, exit");
 DEFINE_int32(workers, 1, "job processes run at the same time");
 DEFINE_string(device, "auto", "auto|cpu|cuda");
+DEFINE_string(timing, "interpreter",
+              "how the gate and the final timing run steps: interpreter (the graph executor's "
+              "optimizations off) or executor (on, as users run artifacts: on CUDA its fuser "
+              "merges pointwise chains; needs LibTorch 2.x)");
 DEFINE_string(mode, "both",
               "validation mode: inference|training|both; REG/<model>/sentier.json's mode "
               "overrides it");
@@ -132,6 +137,13 @@ int OptionsFromFlags(ManagerOptions* o) {
   if (!select_rules.ok()) {
     return Fail(kBadFlags, absl::StrCat("--select_rules='", FLAGS_select_rules, "' must be auto, on or off"));
   }
+  absl::StatusOr<StepTiming> timing = ParseStepTiming(FLAGS_timing);
+  if (!timing.ok()) {
+    return Fail(kBadFlags, absl::StrCat("--timing='", FLAGS_timing, "' must be interpreter or executor"));
+  }
+  if (absl::Status can = CheckStepTiming(*timing); !can.ok()) {
+    return Fail(kBadFlags, absl::StrCat("--timing: ", can.message()));
+  }
   absl::StatusOr<DeviceRequest> device = ParseDeviceRequest(FLAGS_device);
   if (!device.ok()) {
     return Fail(kBadFlags, absl::StrCat("--device='", FLAGS_device, "' must be auto, cpu or cuda"));
@@ -169,6 +181,7 @@ int OptionsFromFlags(ManagerOptions* o) {
   o->select_rules = *select_rules == RuleSelection::kAuto ? o->job_device == Device::kCuda
                                                           : *select_rules == RuleSelection::kOn;
   o->param_layout = *param_layout;
+  o->timing = *timing;
   o->job_command = FLAGS_job_command;
   return kOk;
 }
@@ -255,7 +268,8 @@ int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
     absl::StatusOr<Device> device = ParseDevice(FLAGS_job_device);
     absl::StatusOr<ValidationMode> mode = ParseValidationMode(FLAGS_mode);
     absl::StatusOr<ParameterLayout> param_layout = ParseParameterLayout(FLAGS_param_layout);
-    for (const absl::Status& st : {device.status(), mode.status(), param_layout.status()}) {
+    absl::StatusOr<StepTiming> timing = ParseStepTiming(FLAGS_timing);
+    for (const absl::Status& st : {device.status(), mode.status(), param_layout.status(), timing.status()}) {
       if (!st.ok()) return Fail(kBadFlags, std::string(st.message()));
     }
     JobSpec spec;
@@ -270,6 +284,7 @@ int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
                         RuleSelection::kOn;
     spec.param_layout = *param_layout;
     spec.mode = *mode;
+    spec.timing = *timing;
     return RunOptimizeJob(spec);
   }
   try {

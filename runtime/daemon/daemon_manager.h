@@ -83,6 +83,7 @@ struct ManagerOptions {
   double memory_margin = 0.01;
   bool select_rules = false;
   ParameterLayout param_layout = ParameterLayout::kOriginal;
+  StepTiming timing = StepTiming::kInterpreter;  // how the gate times steps (--timing)
   // Starts the jobs; null = an ExecJobLauncher(job_command) owned by the manager.
   JobLauncher* launcher = nullptr;
   std::string job_command;  // see ExecJobLauncher; empty: this binary

@@ -191,6 +191,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       cost.inference_too = job_mode == ValidationMode::kBoth;
       cost.verify_each = false;  // the artifact is validated below
       cost.margins = margins;
+      cost.timing = spec.timing;
       cost.optimize.stacked_parameters = stacked;
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
@@ -287,6 +288,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       check.training = training;
       check.trials = 2;
       check.time = timed;
+      check.timing = spec.timing;
       auto reference = LoadModel(model_path);
       auto candidate = LoadModel(out_path);
       if (!reference.ok() || !candidate.ok()) {

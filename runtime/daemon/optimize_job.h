@@ -38,6 +38,8 @@ struct JobSpec {
   bool select_rules = false;
   // passes/stacked_parameters.h; REG/<model>/sentier.json overrides it.
   ParameterLayout param_layout = ParameterLayout::kOriginal;
+  // How the gate and the final timing run steps (runtime/options_enums.h, StepTiming).
+  StepTiming timing = StepTiming::kInterpreter;
 };
 
 // kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or

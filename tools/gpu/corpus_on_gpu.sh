@@ -6,6 +6,7 @@
 #   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
 #                              [--param_layout=original|stacked] [--select_rules=auto|on|off]
 #                              [--memory_margin=F] [--mode=inference|training|both]
+#                              [--timing=interpreter|executor] [--job_timeout_s=600]
 #                              [--config_for=a,b --config=JSON]
 #                              [--client_timeout=SECONDS]
 #
@@ -26,6 +27,8 @@ layout=original
 select=auto
 margin=0.01
 mode=both
+timing=interpreter
+job_timeout=600
 config_for=""
 config=""
 client_timeout=240
@@ -39,6 +42,8 @@ for a in "$@"; do
     --select_rules=*) select="${a#--select_rules=}" ;;
     --memory_margin=*) margin="${a#--memory_margin=}" ;;
     --mode=*) mode="${a#--mode=}" ;;
+    --timing=*) timing="${a#--timing=}" ;;
+    --job_timeout_s=*) job_timeout="${a#--job_timeout_s=}" ;;
     --config_for=*) config_for="${a#--config_for=}" ;;
     --config=*) config="${a#--config=}" ;;
     --client_timeout=*) client_timeout="${a#--client_timeout=}" ;;
@@ -67,7 +72,8 @@ echo "registry: $(ls "$work/reg" | wc -l) models at batch $batch ($archives arch
 start=$(date +%s)
 SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
   --output="$work/out" --device=cuda --workers=1 --rules="$PWD/patterns" --param_layout="$layout" \
-  --select_rules="$select" --memory_margin="$margin" --mode="$mode" \
+  --select_rules="$select" --memory_margin="$margin" --mode="$mode" --timing="$timing" \
+  --job_timeout_s="$job_timeout" \
   >"$out/corpus-sentierd.log" 2>&1
 rc=$?
 echo "sentierd --device=cuda: exit $rc in $(( $(date +%s) - start )) s"
