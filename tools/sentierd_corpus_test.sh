@@ -60,7 +60,7 @@ done
 # own mode (training) is published optimized with the layout and the mode in its report, its
 # artifact equivalent; a bad file rejects the model's versions with the reason.
 R2="$T/reg_layout"; O2="$T/out_layout"
-mkdir -p "$R2/towers/1" "$R2/typo/1" "$R2/margin_typo/1" "$R2/mode_typo/1"
+mkdir -p "$R2/towers/1" "$R2/typo/1" "$R2/margin_typo/1" "$R2/mode_typo/1" "$R2/timed/1"
 cp "$CORPUS/towers/scripted.pt" "$R2/towers/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/towers/1/inputs.pt"
 cp "$CORPUS/towers/scripted.pt" "$R2/typo/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/typo/1/inputs.pt"
 echo '{"param_layout": "stacked", "memory_margin": 1.5, "mode": "training"}' >"$R2/towers/sentier.json"
@@ -69,6 +69,8 @@ echo '{"param_layout": "flat"}' >"$R2/typo/sentier.json"
 echo '{"memory_margin": "50%"}' >"$R2/margin_typo/sentier.json"
 cp "$CORPUS/towers/scripted.pt" "$R2/mode_typo/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/mode_typo/1/inputs.pt"
 echo '{"mode": "train"}' >"$R2/mode_typo/sentier.json"
+cp "$CORPUS/towers/scripted.pt" "$R2/timed/1/model.pt"; cp "$CORPUS/towers/inputs.pt" "$R2/timed/1/inputs.pt"
+echo '{"timing": "executor"}' >"$R2/timed/sentier.json"
 "$D" --once --registry="$R2" --output="$O2" --device=cpu --poll_interval_ms=50 >"$T/log2" 2>&1 \
   || { fail "sentierd exit $? (layouts)"; tail -20 "$T/log2"; }
 rep="$O2/towers/1/report.json"
@@ -88,6 +90,16 @@ rep="$O2/$m/1/report.json"
   && ok "bad sentier.json rejected: $(grep -o '"reason": "[^"]*' "$rep" | cut -c12-140)" \
   || { fail "bad sentier.json ($m): $(status_of "$rep")"; grep '"reason"' "$rep"; }
 done
+# Timing as users run artifacts needs LibTorch 2.x: on 1.13 the model's versions are rejected
+# with that reason; on 2.x they are processed.
+rep="$O2/timed/1/report.json"
+if grep -q "needs LibTorch 2.x" "$rep" 2>/dev/null; then
+  [[ "$(status_of "$rep")" == rejected ]] && ok "timing executor on LibTorch 1.x rejected with the reason" \
+    || fail "timing executor on 1.x: $(status_of "$rep")"
+else
+  s=$(status_of "$rep")
+  [[ "$s" == optimized || "$s" == unchanged ]] && ok "timing executor ($s)" || { fail "timing executor: $s"; grep '"reason"' "$rep"; }
+fi
 "$RUN/tools/check_report" --schema="$RUN/runtime/report_schema.json" "$O2"/*/*/report.json \
   && ok "layout reports follow the schema" || fail "layout reports do not follow the schema"
 

@@ -44,7 +44,8 @@ DEFINE_string(device, "auto", "auto|cpu|cuda");
 DEFINE_string(timing, "interpreter",
               "how the gate and the final timing run steps: interpreter (the graph executor's "
               "optimizations off) or executor (on, as users run artifacts: on CUDA its fuser "
-              "merges pointwise chains; needs LibTorch 2.x)");
+              "merges pointwise chains; needs LibTorch 2.x); REG/<model>/sentier.json's timing "
+              "overrides it");
 DEFINE_string(mode, "both",
               "validation mode: inference|training|both; REG/<model>/sentier.json's mode "
               "overrides it");

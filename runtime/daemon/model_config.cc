@@ -43,9 +43,17 @@ absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* conf
             "mode must be \"inference\", \"training\" or \"both\", not ", value.dump()));
       }
       updated.mode = *mode;
+    } else if (it.key() == "timing") {
+      absl::StatusOr<StepTiming> timing = value.is_string() ? ParseStepTiming(value.get<std::string>())
+                                                            : absl::InvalidArgumentError("not a string");
+      if (!timing.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("timing must be \"interpreter\" or \"executor\", not ", value.dump()));
+      }
+      updated.timing = *timing;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown key '", it.key(),
-                                                     "' (known: param_layout, memory_margin, mode)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown key '", it.key(), "' (known: param_layout, memory_margin, mode, timing)"));
     }
   }
   *config = updated;

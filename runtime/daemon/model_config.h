@@ -1,12 +1,15 @@
 // model_config.h — per-model options in the registry: REG/<model>/sentier.json.
 //
 // A model's owner can set, over sentierd's flags, how that model's artifacts are built:
-//   {"param_layout": "stacked", "memory_margin": 0.5, "mode": "training"}
+//   {"param_layout": "stacked", "memory_margin": 0.5, "mode": "training", "timing": "executor"}
 // - param_layout: "original" | "stacked" (passes/stacked_parameters.h).
 // - mode: "inference" | "training" | "both": the step the job validates and the gate times for
 //   this model (sentierd's --mode otherwise). A model that is only trained is judged by its
 //   training step: a forward that the gate's timing reads as slower does not hold back a rewrite
 //   that makes the step faster.
+// - timing: "interpreter" | "executor": how this model's steps are timed (sentierd's --timing
+//   otherwise; runtime/options_enums.h). executor times as users run artifacts (the CUDA fuser
+//   included) and needs LibTorch 2.x: on 1.13 the version is rejected with that reason.
 // - memory_margin: a number; how much more peak memory per timed step (as a fraction of the
 //   original's) the optimized model may need and still be published on CUDA. 0.5 accepts 50%
 //   more; a negative number turns the memory weighing off for this model. A stacked layout that
@@ -34,6 +37,7 @@ struct ModelConfig {
   ParameterLayout param_layout = ParameterLayout::kOriginal;
   double memory_margin = 0.01;  // negative: peak memory is not weighed
   ValidationMode mode = ValidationMode::kBoth;
+  StepTiming timing = StepTiming::kInterpreter;
 };
 
 // ApplyModelConfigJson: sets the keys `json_text` holds on `config` (others keep their values).

@@ -28,6 +28,10 @@ TEST(ModelConfigTest, KeysOverrideDefaultsAndOthersStay) {
   ASSERT_TRUE(ApplyModelConfigJson(R"({"mode": "inference", "memory_margin": 0})", &config).ok());
   EXPECT_EQ(config.mode, ValidationMode::kInference);
   EXPECT_DOUBLE_EQ(config.memory_margin, 0.0);
+  EXPECT_EQ(config.timing, StepTiming::kInterpreter);
+  ASSERT_TRUE(ApplyModelConfigJson(R"({"timing": "executor"})", &config).ok());
+  EXPECT_EQ(config.timing, StepTiming::kExecutor);
+  EXPECT_EQ(config.mode, ValidationMode::kInference);
 }
 
 void ExpectRejected(const char* text, const std::string& fragment) {
@@ -48,6 +52,7 @@ TEST(ModelConfigTest, BadFilesAreRejectedWithTheReason) {
   ExpectRejected(R"({"param_layout": "stacked", "memory_margin": "lots"})", "memory_margin must be a number");
   ExpectRejected(R"({"memory_margin": null})", "not null");
   ExpectRejected(R"({"param_layout": "stacked", "memroy_margin": 0.5})", "unknown key 'memroy_margin'");
+  ExpectRejected(R"({"timing": "fuser"})", "timing must be \"interpreter\" or \"executor\", not \"fuser\"");
   ExpectRejected(R"({"mode": "train"})", "mode must be \"inference\", \"training\" or \"both\", not \"train\"");
   ExpectRejected(R"({"mode": "training", "param_layout": "stacked", "memory_margin": [1]})",
                  "memory_margin must be a number");

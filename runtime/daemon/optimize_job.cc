@@ -100,6 +100,7 @@ int RunOptimizeJob(const JobSpec& spec) {
     config.param_layout = spec.param_layout;
     config.memory_margin = spec.memory_margin;
     config.mode = spec.mode;
+    config.timing = spec.timing;
     const std::string config_path = absl::StrCat(spec.source_dir, "/../", kModelConfigFile);
     if (std::filesystem::exists(config_path)) {
       auto text = ReadFile(config_path);
@@ -108,6 +109,9 @@ int RunOptimizeJob(const JobSpec& spec) {
       if (!applied.ok()) {
         return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", applied.message()));
       }
+    }
+    if (absl::Status can = CheckStepTiming(config.timing); !can.ok()) {
+      return reject(absl::StrCat("bad sentier.json: '", config_path, "': ", can.message()));
     }
     const ValidationMode job_mode = config.mode;
     const std::string mode(ValidationModeName(job_mode));
@@ -191,7 +195,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       cost.inference_too = job_mode == ValidationMode::kBoth;
       cost.verify_each = false;  // the artifact is validated below
       cost.margins = margins;
-      cost.timing = spec.timing;
+      cost.timing = config.timing;
       cost.optimize.stacked_parameters = stacked;
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
@@ -288,7 +292,7 @@ int RunOptimizeJob(const JobSpec& spec) {
       check.training = training;
       check.trials = 2;
       check.time = timed;
-      check.timing = spec.timing;
+      check.timing = config.timing;
       auto reference = LoadModel(model_path);
       auto candidate = LoadModel(out_path);
       if (!reference.ok() || !candidate.ok()) {
