@@ -10,8 +10,9 @@
 // Registry (read-only): REG/<model>/<version>/{model.pt,inputs.pt}; see
 // runtime/daemon/registry_watcher.h for names, settling and refusals. An optional
 // REG/<model>/sentier.json sets per-model options over the flags: {"param_layout": "stacked",
-// "memory_margin": 0.5, "mode": "training", "timing": "executor"} (runtime/daemon/model_config.h); any other key or
-// value rejects the model's versions with the reason.
+// "memory_margin": 0.5, "mode": "training", "timing": "executor"}
+// (runtime/daemon/model_config.h); any other key or value rejects the model's versions with the
+// reason.
 // Output: OUT/<model>/<version>/{model.pt,report.json} (no model.pt when rejected),
 // OUT/.sentierd/state.json (progress), OUT/.sentierd/rules-<fp>/ (snapshots of the good rule
 // sets the jobs load), OUT/LOCK (flock; one daemon per OUT), OUT/.tmp-* (staging; removed at
