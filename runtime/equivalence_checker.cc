@@ -268,6 +268,16 @@ absl::Status CheckStepTiming(StepTiming timing) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<StepTiming> StepTimingFromFlag(absl::string_view text) {
+  absl::StatusOr<StepTiming> timing = ParseStepTiming(text);
+  if (!timing.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--timing must be interpreter or executor, not '", text, "'"));
+  }
+  absl::Status can = CheckStepTiming(*timing);
+  if (!can.ok()) return absl::InvalidArgumentError(absl::StrCat("--timing: ", can.message()));
+  return timing;
+}
+
 absl::Status RunsOnDevice(const torch::jit::Module& module, const std::vector<c10::IValue>& samples,
                           Device device_name, bool training) {
   auto conformed = ConformToSchema(module.get_method("forward").function().getSchema(), samples);

@@ -95,6 +95,10 @@ struct CheckReport {
 // 1.13's profiling executor asserts inside its autodiff on graphs with aten::stack, which batched
 // forms contain. InvalidArgument naming the version otherwise.
 absl::Status CheckStepTiming(StepTiming timing);
+// StepTimingFromFlag: a tool's --timing value, parsed and checked against this LibTorch; the
+// error (InvalidArgument) names the flag: "--timing must be interpreter or executor, not 'x'",
+// or "--timing: <why this LibTorch cannot>".
+absl::StatusOr<StepTiming> StepTimingFromFlag(absl::string_view text);
 
 class EquivalenceChecker {
  public:

@@ -90,13 +90,8 @@ int Run() {
   gflags::CommandLineFlagInfo time_flag;
   bool time_default = gflags::GetCommandLineFlagInfo("time", &time_flag) && time_flag.is_default;
   opts.time = time_default ? opts.device == sentier::Device::kCuda : FLAGS_time;
-  absl::StatusOr<sentier::StepTiming> timing = sentier::ParseStepTiming(FLAGS_timing);
-  if (!timing.ok()) {
-    return Fail(2, absl::StrCat("--timing must be interpreter or executor, not '", FLAGS_timing, "'"));
-  }
-  if (absl::Status can = sentier::CheckStepTiming(*timing); !can.ok()) {
-    return Fail(2, absl::StrCat("--timing: ", can.message()));
-  }
+  absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(FLAGS_timing);
+  if (!timing.ok()) return Fail(2, std::string(timing.status().message()));
   opts.timing = *timing;
   auto ref = sentier::LoadModel(FLAGS_reference);
   if (!ref.ok()) return Fail(2, std::string(ref.status().message()));

@@ -237,13 +237,8 @@ int Run() {
   if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
     return Fail(kBadInput, absl::StrCat("--mode must be training or inference, not '", FLAGS_mode, "'"));
   }
-  absl::StatusOr<sentier::StepTiming> timing = sentier::ParseStepTiming(FLAGS_timing);
-  if (!timing.ok()) {
-    return Fail(kBadInput, absl::StrCat("--timing must be interpreter or executor, not '", FLAGS_timing, "'"));
-  }
-  if (absl::Status can = sentier::CheckStepTiming(*timing); !can.ok()) {
-    return Fail(kBadInput, absl::StrCat("--timing: ", can.message()));
-  }
+  absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(FLAGS_timing);
+  if (!timing.ok()) return Fail(kBadInput, std::string(timing.status().message()));
   sentier::CostSelection selection;
   bool measured = false;
   if (FLAGS_cost == "measure") {

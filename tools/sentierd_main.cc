@@ -138,13 +138,8 @@ int OptionsFromFlags(ManagerOptions* o) {
   if (!select_rules.ok()) {
     return Fail(kBadFlags, absl::StrCat("--select_rules='", FLAGS_select_rules, "' must be auto, on or off"));
   }
-  absl::StatusOr<StepTiming> timing = ParseStepTiming(FLAGS_timing);
-  if (!timing.ok()) {
-    return Fail(kBadFlags, absl::StrCat("--timing='", FLAGS_timing, "' must be interpreter or executor"));
-  }
-  if (absl::Status can = CheckStepTiming(*timing); !can.ok()) {
-    return Fail(kBadFlags, absl::StrCat("--timing: ", can.message()));
-  }
+  absl::StatusOr<StepTiming> timing = StepTimingFromFlag(FLAGS_timing);
+  if (!timing.ok()) return Fail(kBadFlags, std::string(timing.status().message()));
   absl::StatusOr<DeviceRequest> device = ParseDeviceRequest(FLAGS_device);
   if (!device.ok()) {
     return Fail(kBadFlags, absl::StrCat("--device='", FLAGS_device, "' must be auto, cpu or cuda"));

@@ -113,26 +113,19 @@ void FoldStateFacts(Value* state, const c10::IValue& value, PassCounters* counte
       checks.push_back(cmp);
     }
   }
-  for (Node* dim : dims) {
+  // The node's output becomes the constant `known`, inserted where the node stands.
+  auto fold = [&](Node* n, const c10::IValue& known, const char* counter) {
     Value* c;
     {
-      torch::jit::WithInsertPoint guard(dim);
-      c = dim->owningGraph()->insertConstant(static_cast<int64_t>(value.toTensor().dim()));
+      torch::jit::WithInsertPoint guard(n);
+      c = n->owningGraph()->insertConstant(known);
     }
-    dim->output()->replaceAllUsesWith(c);
+    n->output()->replaceAllUsesWith(c);
     *changed = true;
-    if (counters != nullptr) ++(*counters)["fold_module_attributes.ranks"];
-  }
-  for (Node* cmp : checks) {
-    Value* c;
-    {
-      torch::jit::WithInsertPoint guard(cmp);
-      c = cmp->owningGraph()->insertConstant(cmp->kind() == c10::aten::ne);
-    }
-    cmp->output()->replaceAllUsesWith(c);
-    *changed = true;
-    if (counters != nullptr) ++(*counters)["fold_module_attributes.dtype_checks"];
-  }
+    if (counters != nullptr) ++(*counters)[counter];
+  };
+  for (Node* dim : dims) fold(dim, static_cast<int64_t>(value.toTensor().dim()), "fold_module_attributes.ranks");
+  for (Node* cmp : checks) fold(cmp, cmp->kind() == c10::aten::ne, "fold_module_attributes.dtype_checks");
 }
 
 void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<std::string>& assigned,

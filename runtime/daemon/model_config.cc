@@ -8,6 +8,21 @@
 #include "absl/strings/str_cat.h"
 
 namespace sentier {
+namespace {
+
+// ReadWord: a key whose value is one word of a closed set (runtime/options_enums.h); anything
+// else is "<key> must be <allowed>, not <the value as written>".
+template <typename E>
+absl::Status ReadWord(const std::string& key, const nlohmann::json& value,
+                      absl::StatusOr<E> (*parse)(absl::string_view), absl::string_view allowed, E* out) {
+  absl::StatusOr<E> word = value.is_string() ? parse(value.get<std::string>())
+                                             : absl::InvalidArgumentError("not a string");
+  if (!word.ok()) return absl::InvalidArgumentError(absl::StrCat(key, " must be ", allowed, ", not ", value.dump()));
+  *out = *word;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* config) {
   nlohmann::json j = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr,
@@ -18,14 +33,9 @@ absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* conf
   for (auto it = j.begin(); it != j.end(); ++it) {
     const nlohmann::json& value = it.value();
     if (it.key() == "param_layout") {
-      absl::StatusOr<ParameterLayout> layout =
-          value.is_string() ? ParseParameterLayout(value.get<std::string>())
-                            : absl::InvalidArgumentError("not a string");
-      if (!layout.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "param_layout must be \"original\" or \"stacked\", not ", value.dump()));
-      }
-      updated.param_layout = *layout;
+      absl::Status s = ReadWord(it.key(), value, ParseParameterLayout, "\"original\" or \"stacked\"",
+                                &updated.param_layout);
+      if (!s.ok()) return s;
     } else if (it.key() == "memory_margin") {
       // JSON has no NaN or infinity; a number is finite here.
       if (!value.is_number()) {
@@ -36,21 +46,13 @@ absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* conf
       }
       updated.memory_margin = value.get<double>();
     } else if (it.key() == "mode") {
-      absl::StatusOr<ValidationMode> mode = value.is_string() ? ParseValidationMode(value.get<std::string>())
-                                                              : absl::InvalidArgumentError("not a string");
-      if (!mode.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "mode must be \"inference\", \"training\" or \"both\", not ", value.dump()));
-      }
-      updated.mode = *mode;
+      absl::Status s = ReadWord(it.key(), value, ParseValidationMode,
+                                "\"inference\", \"training\" or \"both\"", &updated.mode);
+      if (!s.ok()) return s;
     } else if (it.key() == "timing") {
-      absl::StatusOr<StepTiming> timing = value.is_string() ? ParseStepTiming(value.get<std::string>())
-                                                            : absl::InvalidArgumentError("not a string");
-      if (!timing.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("timing must be \"interpreter\" or \"executor\", not ", value.dump()));
-      }
-      updated.timing = *timing;
+      absl::Status s =
+          ReadWord(it.key(), value, ParseStepTiming, "\"interpreter\" or \"executor\"", &updated.timing);
+      if (!s.ok()) return s;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown key '", it.key(), "' (known: param_layout, memory_margin, mode, timing)"));
