@@ -153,8 +153,8 @@ mkdir -p "$O"
 "$D" --registry="$R" --output="$O" --poll_interval_ms=200 >"$T/log5" 2>&1 &
 dpid=$!
 sleep 1
-# The file-size limit only once the daemon ignores SIGXFSZ (set up after it has taken its lock
-# and loaded its rules, which takes longer than a second on a loaded machine): bit 24 of SigIgn.
+# The file-size limit only once the daemon ignores SIGXFSZ (the first thing it does, but loading
+# LibTorch before main can take longer than a second on a loaded machine): bit 24 of SigIgn.
 for i in $(seq 1 150); do
   ign=$(awk '/^SigIgn:/ {print $2}' "/proc/$dpid/status" 2>/dev/null)
   [[ -n "$ign" ]] && (( (16#$ign >> 24) & 1 )) && break

@@ -183,6 +183,10 @@ int OptionsFromFlags(ManagerOptions* o) {
 }
 
 int RunDaemon(const OptionsHook& customize) {
+  // Before anything is written (the lock, state, stale temp entries at start-up): a file-size
+  // limit must fail a write (EFBIG), not kill the daemon, from its first write on.
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);
   ManagerOptions options;
   int rc = OptionsFromFlags(&options);
   if (rc != kOk) return rc;
@@ -200,8 +204,6 @@ int RunDaemon(const OptionsHook& customize) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGCHLD, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails the write (EFBIG) instead of killing
 
 #ifndef SENTIER_NO_HTTPLIB
   std::unique_ptr<httplib::Server> server;
