@@ -41,8 +41,12 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   check.inference = !options.training;
   check.training = options.training;
   check.timing = options.timing;
+  check.executor_stall_s = options.executor_stall_s;
   auto r = EquivalenceChecker(check).Check(original.module, model->module, samples);
   if (!r.ok()) return r.status();
+  // Executor timing made no progress and the checker timed in the interpreter: this selection's
+  // figures would mix the two; the caller starts over in the interpreter.
+  if (!r->timing_fallback.empty()) return absl::AbortedError(r->timing_fallback);
   if (!r->equivalent) {
     return absl::InternalError(absl::StrCat("the optimized model is not equivalent: ", r->first_failure));
   }
@@ -75,12 +79,24 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
                                                        const CostOptions& options) {
   auto original = LoadModel(model_path);
   if (!original.ok()) return original.status();
-  auto sel = SelectRules(rules, options, [&](const RuleSet& set, Trial* original_trial) {
-    return Measure(model_path, *original, samples, set, options, original_trial);
-  });
+  auto select = [&](const CostOptions& opts) {
+    return SelectRules(rules, opts, [&](const RuleSet& set, Trial* original_trial) {
+      return Measure(model_path, *original, samples, set, opts, original_trial);
+    });
+  };
+  CostOptions used = options;
+  auto sel = select(used);
+  std::string fallback;
+  if (used.timing == StepTiming::kExecutor && absl::IsAborted(sel.status())) {
+    fallback = std::string(sel.status().message());
+    used.timing = StepTiming::kInterpreter;
+    sel = select(used);
+  }
   if (sel.ok()) {
     sel->stacked_parameters = options.optimize.stacked_parameters;
-    sel->timing = options.timing;
+    sel->timing = used.timing;
+    sel->timing_fallback = fallback;
+    if (!fallback.empty()) sel->log.insert(sel->log.begin(), absl::StrCat("timing: ", fallback));
   }
   return sel;
 }

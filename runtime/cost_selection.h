@@ -12,6 +12,10 @@
 // forward of a few tenths of a millisecond one timing alone can be 10% off either way, and it
 // must neither publish a slower forward nor refuse a selection on one unlucky timing.
 //
+// Timing with the executor (CostOptions::timing) that makes no progress in a step (torch 2.11's
+// fuser can fail to return) is given up on: the selection starts over, timed in the interpreter,
+// and says why (timing, timing_fallback).
+//
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
 // original's (the training step's; with inference_too the forward's as well), by more than
 // memory_margin, is not acceptable however fast. When the whole set is over, every batching
@@ -50,6 +54,7 @@ struct CostOptions {
                                 // them; the caller must then validate the final artifact)
   VerdictMargins margins;       // speed and peak-memory margins (runtime/verdict.h)
   StepTiming timing = StepTiming::kInterpreter;  // how steps are timed (CheckOptions::timing)
+  double executor_stall_s = 60.0;  // CheckOptions::executor_stall_s
   // How every measured set is optimized: the options the published artifact will be made with
   // (layout, rounds), so that the gate judges that artifact. Each trial puts its own module and
   // sample inputs in place of `self` and `sample_inputs`; `after_pass` is not called.
@@ -61,6 +66,9 @@ struct CostSelection {
   bool faster = false;                   // the selected set beats the original
   bool stacked_parameters = false;       // the layout the sets were measured in (CostOptions)
   StepTiming timing = StepTiming::kInterpreter;  // how they were timed (CostOptions)
+  // Set when CostOptions asked for executor timing and a step made no progress
+  // (CheckOptions::executor_stall_s): why the selection was made in the interpreter instead.
+  std::string timing_fallback;
   bool none_fired = false;               // no rule applies to this model at all
   double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set

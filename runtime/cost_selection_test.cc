@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
+#include "runtime/progress_deadline.h"
 #include "runtime/torch_settings.h"
 
 namespace sentier {
@@ -108,6 +109,24 @@ TEST_F(CostSelectionTest, TrialsRunTheCallersRoundsOfRules) {
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
   EXPECT_TRUE(sel->none_fired);
   EXPECT_FALSE(sel->faster);
+}
+
+// Executor timing that makes no progress within the stall limit (0 s here: no step is that
+// fast) is given up on in the first measurement; the selection starts over in the interpreter, so
+// that no comparison mixes the two, and says why.
+TEST_F(CostSelectionTest, ExecutorTimingWithoutProgressStartsOverInTheInterpreter) {
+  CostOptions opts;
+  opts.timing = StepTiming::kExecutor;
+  opts.executor_stall_s = 0.0;
+  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
+  EXPECT_EQ(sel->timing, StepTiming::kInterpreter);
+  EXPECT_TRUE(absl::StrContains(sel->timing_fallback, "made no progress within 0 s")) << sel->timing_fallback;
+  ASSERT_FALSE(sel->log.empty());
+  EXPECT_TRUE(absl::StartsWith(sel->log.front(), "timing: a step timed with the graph executor"));
+  EXPECT_GT(sel->original_ms, 0.0);
+  EXPECT_TRUE(WaitForAbandonedThreads(absl::Seconds(120))) << "the thread left behind did not end";
 }
 
 TEST_F(CostSelectionTest, PeaksWithinTheFloorAreNotWeighed) {

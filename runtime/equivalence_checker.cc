@@ -21,9 +21,11 @@
 #include "absl/strings/str_format.h"
 #include "passes/sample_inputs.h"
 #include "passes/stacked_parameters.h"
+#include "passes/status_macros.h"
 #include "passes/torch_error.h"
 #include "runtime/cuda_kernels.h"
 #include "runtime/graph_runner.h"
+#include "runtime/progress_deadline.h"
 #include "runtime/torch_settings.h"
 #include "runtime/step_memory.h"
 
@@ -197,49 +199,86 @@ struct StepMeasure {
   int64_t peak_bytes = -1;
 };
 
-StepMeasure MeasureStep(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
-                        c10::ScalarType dtype, const c10::Device& device, bool training,
-                        StepTiming timing) {
-  // executor: the graph executor's optimizations on for these steps only (the profiling
-  // executor profiles, then compiles its fusion groups: more warm-up steps).
-  const bool executor = timing == StepTiming::kExecutor;
-  torch::jit::GraphOptimizerEnabledGuard optimize(executor);
-  torch::jit::Module copy = ModelOnDevice(m, dtype, device, training);
-  c10::AutoGradMode grad_mode(training);
-  std::vector<c10::IValue> in = InputsOnDevice(inputs, dtype, device);
+// What the timed steps use: owned here, so that a thread left behind (executor timing that
+// stopped making progress) never touches the caller's objects.
+struct TimedSteps {
+  torch::jit::Module copy;
+  std::vector<c10::IValue> in;
+  c10::Device device;
+  bool training;
+  int warm_up;
+  StepMeasure result;
+};
+
+// Runs the steps on the calling thread, with that thread's executor switch and grad mode;
+// `progress` after each step.
+void RunTimedSteps(TimedSteps& t, const std::function<void()>& progress) {
   auto sync = [&] {
-    if (device.is_cuda()) torch::cuda::synchronize();
+    if (t.device.is_cuda()) torch::cuda::synchronize();
   };
   auto step = [&] {
-    c10::IValue out = copy.forward(in);
-    if (training) {
+    c10::IValue out = t.copy.forward(t.in);
+    if (t.training) {
       NamedTensors outs;
       FlattenTensors(out, "output", &outs);
       at::Tensor loss;
-      for (const auto& [name, t] : outs) {
-        if (t.requires_grad()) loss = loss.defined() ? loss + t.sum() : t.sum();
+      for (const auto& [name, tensor] : outs) {
+        if (tensor.requires_grad()) loss = loss.defined() ? loss + tensor.sum() : tensor.sum();
       }
       if (loss.defined()) loss.backward();
     }
   };
   std::vector<double> ms;
-  const int warm_up = executor ? 6 : 3;
-  for (int i = 0; i < warm_up + 20; ++i) {
+  for (int i = 0; i < t.warm_up + 20; ++i) {
     sync();
     auto start = std::chrono::steady_clock::now();
     step();
     sync();
-    if (i >= warm_up) {
+    if (i >= t.warm_up) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
+    progress();
   }
   std::sort(ms.begin(), ms.end());
-  StepMeasure r;
-  r.median_ms = ms[ms.size() / 2];
-  auto peak = PeakStepBytes(device, step);
+  t.result.median_ms = ms[ms.size() / 2];
+  auto peak = PeakStepBytes(t.device, step);
   if (!peak.ok()) throw std::runtime_error(std::string(peak.status().message()));
-  r.peak_bytes = *peak;
-  return r;
+  t.result.peak_bytes = *peak;
+}
+
+// One model's step, timed as `timing` says. interpreter: on this thread, whose executor switch
+// is off (torch_settings.h). executor: on a thread of its own with the switch on (it is
+// thread-local), so that a step that does not return (torch 2.11's fuser, bench/RESULTS.md) ends
+// in DeadlineExceeded after `stall_limit` without a finished step; that thread is left behind.
+// Other failures: InvalidArgument with LibTorch's message.
+absl::StatusOr<StepMeasure> MeasureStep(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
+                                        c10::ScalarType dtype, const c10::Device& device, bool training,
+                                        StepTiming timing, absl::Duration stall_limit) {
+  const bool executor = timing == StepTiming::kExecutor;
+  try {
+    c10::AutoGradMode grad_mode(training);
+    // executor: the profiling executor profiles, then compiles its fusion groups: more warm-up.
+    auto steps = std::make_shared<TimedSteps>(TimedSteps{
+        ModelOnDevice(m, dtype, device, training), InputsOnDevice(inputs, dtype, device), device, training,
+        executor ? 6 : 3, StepMeasure()});
+    if (!executor) {
+      RunTimedSteps(*steps, [] {});
+      return steps->result;
+    }
+    absl::Status ran = RunWithProgressDeadline(
+        [steps](const std::function<void()>& progress) {
+          torch::jit::GraphOptimizerEnabledGuard optimize(true);
+          c10::AutoGradMode grad(steps->training);
+          RunTimedSteps(*steps, progress);
+          return absl::OkStatus();
+        },
+        stall_limit);
+    if (absl::IsDeadlineExceeded(ran)) return ran;
+    if (!ran.ok()) return absl::InvalidArgumentError(TorchErrorMessage(std::string(ran.message())));
+    return steps->result;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(TorchErrorMessage(e.what()));
+  }
 }
 
 // The reference failed on the first trial: bad input, or (on CUDA) a model that only runs on the
@@ -269,9 +308,11 @@ absl::Status CheckStepTiming(StepTiming timing) {
 }
 
 absl::StatusOr<StepTiming> StepTimingFromFlag(absl::string_view text) {
+  if (text == "auto") return TORCH_VERSION_MAJOR >= 2 ? StepTiming::kExecutor : StepTiming::kInterpreter;
   absl::StatusOr<StepTiming> timing = ParseStepTiming(text);
   if (!timing.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--timing must be interpreter or executor, not '", text, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--timing must be auto, interpreter or executor, not '", text, "'"));
   }
   absl::Status can = CheckStepTiming(*timing);
   if (!can.ok()) return absl::InvalidArgumentError(absl::StrCat("--timing: ", can.message()));
@@ -349,33 +390,47 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   c10::Device device(options_.device == Device::kCuda ? c10::kCUDA : c10::kCPU);
   bool training = options_.training;
   CheckReport report;
-  // Median step times of both models (forward; training step too in training mode).
-  auto time_both = [&]() -> absl::Status {
-    try {
-      auto forward = [&](const torch::jit::Module& m, double* ms, int64_t* peak) {
-        StepMeasure s = MeasureStep(m, samples, options_.dtype, device, false, options_.timing);
-        *ms = s.median_ms;
-        *peak = s.peak_bytes;
-      };
-      if (options_.time_reference) forward(reference, &report.reference_ms, &report.reference_peak_bytes);
-      forward(candidate, &report.candidate_ms, &report.candidate_peak_bytes);
-      if (training) {
-        if (options_.time_reference) {
-          StepMeasure r = MeasureStep(reference, samples, options_.dtype, device, true, options_.timing);
-          report.reference_train_ms = r.median_ms;
-          report.reference_train_peak_bytes = r.peak_bytes;
-        }
-        StepMeasure c = MeasureStep(candidate, samples, options_.dtype, device, true, options_.timing);
-        report.candidate_train_ms = c.median_ms;
-        report.candidate_train_peak_bytes = c.peak_bytes;
+  // Median step times of both models (forward; training step too in training mode), timed as
+  // `timing` says. A step timed with the executor that stops making progress: DeadlineExceeded.
+  auto time_both = [&](StepTiming timing) -> absl::Status {
+    const absl::Duration stall = absl::Seconds(options_.executor_stall_s);
+    auto measure = [&](const torch::jit::Module& m, bool train, double* ms, int64_t* peak) -> absl::Status {
+      absl::StatusOr<StepMeasure> s = MeasureStep(m, samples, options_.dtype, device, train, timing, stall);
+      if (absl::IsDeadlineExceeded(s.status())) return s.status();
+      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("timing failed: ", s.status().message()));
+      *ms = s->median_ms;
+      *peak = s->peak_bytes;
+      return absl::OkStatus();
+    };
+    report.timing = timing;
+    if (options_.time_reference) {
+      SENTIER_RETURN_IF_ERROR(measure(reference, false, &report.reference_ms, &report.reference_peak_bytes));
+    }
+    SENTIER_RETURN_IF_ERROR(measure(candidate, false, &report.candidate_ms, &report.candidate_peak_bytes));
+    if (training) {
+      if (options_.time_reference) {
+        SENTIER_RETURN_IF_ERROR(
+            measure(reference, true, &report.reference_train_ms, &report.reference_train_peak_bytes));
       }
-    } catch (const std::exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat("timing failed: ", TorchErrorMessage(e.what())));
+      SENTIER_RETURN_IF_ERROR(measure(candidate, true, &report.candidate_train_ms, &report.candidate_train_peak_bytes));
     }
     return absl::OkStatus();
   };
+  // Executor timing that stops making progress: both models are timed again in the interpreter,
+  // and the report says so (timing, timing_fallback).
+  auto time_both_or_fall_back = [&]() -> absl::Status {
+    absl::Status timed = time_both(options_.timing);
+    if (!absl::IsDeadlineExceeded(timed)) return timed;
+    report.timing_fallback = absl::StrCat(
+        "a step timed with the graph executor's optimizations on made no progress within ",
+        options_.executor_stall_s, " s (its thread was left behind); both models were timed in the interpreter");
+    report.reference_ms = report.candidate_ms = report.reference_train_ms = report.candidate_train_ms = -1.0;
+    report.reference_peak_bytes = report.candidate_peak_bytes = -1;
+    report.reference_train_peak_bytes = report.candidate_train_peak_bytes = -1;
+    return time_both(StepTiming::kInterpreter);
+  };
   if (options_.timing_only) {
-    absl::Status timed = time_both();
+    absl::Status timed = time_both_or_fall_back();
     if (!timed.ok()) return timed;
     return report;
   }
@@ -553,7 +608,7 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     }
   }
   if (options_.time) {
-    absl::Status timed = time_both();
+    absl::Status timed = time_both_or_fall_back();
     if (!timed.ok()) return timed;
   }
   return report;

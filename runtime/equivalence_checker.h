@@ -49,6 +49,11 @@ struct CheckOptions {
   // How timed steps run (runtime/options_enums.h): the interpreter, or the graph executor with
   // its optimizations on, as users run artifacts (CheckStepTiming says where that is available).
   StepTiming timing = StepTiming::kInterpreter;
+  // executor timing: a step that does not finish within this many seconds (torch 2.11's CUDA
+  // fuser can fail to return from compiling a fusion group) is given up on, its thread left
+  // behind (runtime/progress_deadline.h), and both models are timed in the interpreter instead
+  // (CheckReport::timing_fallback).
+  double executor_stall_s = 60.0;
   std::vector<bool> fixed_inputs;   // fixed_inputs[i]: argument i does not follow the batch (a
                                     // parameter passed as an input): not doubled at batch x2
 };
@@ -89,14 +94,19 @@ struct CheckReport {
   int64_t cuda_kernels_step_reference = -1;
   int64_t cuda_kernels_step_candidate = -1;
   std::string count_error;  // why an aten-op or CUDA-kernel count is missing (-1), if one is
+  // How the figures above were timed: CheckOptions::timing, or the interpreter when executor
+  // timing made no progress (then timing_fallback says so).
+  StepTiming timing = StepTiming::kInterpreter;
+  std::string timing_fallback;
 };
 
 // CheckStepTiming: whether this LibTorch can time steps that way. executor needs LibTorch 2.x:
 // 1.13's profiling executor asserts inside its autodiff on graphs with aten::stack, which batched
 // forms contain. InvalidArgument naming the version otherwise.
 absl::Status CheckStepTiming(StepTiming timing);
-// StepTimingFromFlag: a tool's --timing value, parsed and checked against this LibTorch; the
-// error (InvalidArgument) names the flag: "--timing must be interpreter or executor, not 'x'",
+// StepTimingFromFlag: a tool's --timing value, parsed and checked against this LibTorch; "auto"
+// (the tools' default) is executor on LibTorch 2.x and interpreter on 1.x. The error
+// (InvalidArgument) names the flag: "--timing must be auto, interpreter or executor, not 'x'",
 // or "--timing: <why this LibTorch cannot>".
 absl::StatusOr<StepTiming> StepTimingFromFlag(absl::string_view text);
 

@@ -8,6 +8,7 @@
 #include <torch/cuda.h>
 
 #include "absl/strings/str_replace.h"
+#include "runtime/progress_deadline.h"
 #include "runtime/torch_settings.h"
 
 namespace sentier {
@@ -226,7 +227,32 @@ TEST(EquivalenceCheckerTest, ExecutorTimingNeedsLibTorch2) {
   EXPECT_GT(r->reference_ms, 0.0);
   EXPECT_GT(r->candidate_ms, 0.0);
   EXPECT_GT(r->candidate_train_ms, 0.0);
+  EXPECT_EQ(r->timing, StepTiming::kExecutor);
+  EXPECT_EQ(r->timing_fallback, "");
   EXPECT_FALSE(torch::jit::getGraphExecutorOptimize()) << "the executor's switch is put back";
+}
+
+// Executor timing whose step makes no progress within the stall limit (here 0 s: no step is
+// that fast) is given up on; both models are timed in the interpreter, and the report says so.
+// The thread left behind finishes its steps on its own copy of the model.
+TEST(EquivalenceCheckerTest, ExecutorTimingWithoutProgressFallsBackToTheInterpreter) {
+  CheckOptions opts;
+  opts.time = true;
+  opts.timing = StepTiming::kExecutor;
+  opts.executor_stall_s = 0.0;
+  if (torch::cuda::is_available()) opts.device = Device::kCuda;
+  auto r = EquivalenceChecker(opts).Check(Make(kReference), Make(kBatched), Samples());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->equivalent) << r->first_failure;
+  EXPECT_EQ(r->timing, StepTiming::kInterpreter);
+  EXPECT_NE(r->timing_fallback.find("made no progress within 0 s"), std::string::npos) << r->timing_fallback;
+  EXPECT_NE(r->timing_fallback.find("timed in the interpreter"), std::string::npos) << r->timing_fallback;
+  EXPECT_GT(r->reference_ms, 0.0);
+  EXPECT_GT(r->candidate_ms, 0.0);
+  EXPECT_GT(r->reference_train_ms, 0.0);
+  EXPECT_GT(r->candidate_train_ms, 0.0);
+  EXPECT_FALSE(torch::jit::getGraphExecutorOptimize()) << "this thread's switch is untouched";
+  EXPECT_TRUE(WaitForAbandonedThreads(absl::Seconds(120))) << "the thread left behind did not end";
 }
 
 TEST(EquivalenceCheckerTest, ReferenceThatDoesNotRunIsBadInput) {

@@ -62,6 +62,7 @@ void AddSelection(const CostSelection& selection, Device device, ValidationMode 
                        {"original_peak_bytes", selection.original_peak_bytes},
                        {"optimized_peak_bytes", selection.optimized_peak_bytes},
                        {"log", selection.log}};
+  if (!selection.timing_fallback.empty()) (*j)["selection"]["timing_fallback"] = selection.timing_fallback;
   if (selection.memory_margin_for_all_rules >= 0) {
     (*j)["selection"]["all_rules_ms"] = selection.all_rules_ms;
     (*j)["selection"]["all_rules_peak_bytes"] = selection.all_rules_peak_bytes;

@@ -7,9 +7,9 @@
 //   * The TorchScript graph executor's optimizations are off: graphs are compared and timed as
 //     written (the interpreter with autograd). LibTorch 1.13's profiling executor asserts inside
 //     its own autodiff on graphs with aten::stack, which batched forms contain (original models
-//     with stack too). Consequence: the gate's timings do not include the executor's CUDA
-//     fuser; tools/gpu/train_client.py times published artifacts with the executor at its
-//     defaults, as users run them.
+//     with stack too). Timed steps may turn them on for the thread that runs them (the switch is
+//     thread-local): --timing=executor, the default (auto) on LibTorch 2.x, times steps as users
+//     run artifacts, with the executor's CUDA fuser (equivalence_checker.h, CheckOptions::timing).
 //   * oneDNN is turned off where LibTorch 1.13.1's oneDNN gelu_backward reads a non-contiguous
 //     gradient as if it were contiguous (garbage gradients for gelu after a transpose, in the
 //     original model and the optimized one alike): probed once; Sentier judges rewrites, not this

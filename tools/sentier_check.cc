@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/equivalence_checker.h"
+#include "runtime/progress_deadline.h"
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
 #include "runtime/torch_settings.h"
@@ -37,9 +38,14 @@ DEFINE_uint64(seed, 0, "seed for random inputs and projections");
 DEFINE_bool(time, false,
             "also time both models (median step, device synchronized) and measure the peak "
             "memory of one step; on by default when the device is CUDA");
-DEFINE_string(timing, "interpreter",
-              "with --time: interpreter (the graph executor's optimizations off) or executor (on, as "
-              "users run artifacts; needs LibTorch 2.x)");
+DEFINE_string(timing, "auto",
+              "with --time: interpreter (the graph executor's optimizations off), executor (on, as "
+              "users run artifacts; needs LibTorch 2.x; a step that makes no progress for 60 s is "
+              "given up on and the interpreter times instead) or auto (executor on LibTorch 2.x, "
+              "else interpreter)");
+DEFINE_double(executor_stall_s, 60.0,
+              "with executor timing: a timed step that has not finished after this many seconds is "
+              "given up on, and both models are timed in the interpreter instead");
 DEFINE_string(report, "", "write a JSON report here");
 
 namespace {
@@ -93,6 +99,8 @@ int Run() {
   absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(FLAGS_timing);
   if (!timing.ok()) return Fail(2, std::string(timing.status().message()));
   opts.timing = *timing;
+  if (!(FLAGS_executor_stall_s >= 0)) return Fail(2, "--executor_stall_s must be >= 0");
+  opts.executor_stall_s = FLAGS_executor_stall_s;
   auto ref = sentier::LoadModel(FLAGS_reference);
   if (!ref.ok()) return Fail(2, std::string(ref.status().message()));
   auto cand = sentier::LoadModel(FLAGS_candidate);
@@ -139,7 +147,9 @@ int Run() {
     std::cout << ", per training step " << mib(report->reference_train_peak_bytes) << " -> "
               << mib(report->candidate_train_peak_bytes);
   }
+  if (report->reference_ms >= 0) std::cout << " (timed: " << sentier::StepTimingName(report->timing) << ")";
   std::cout << "\n";
+  if (!report->timing_fallback.empty()) std::cout << "sentier_check: " << report->timing_fallback << "\n";
   if (!report->equivalent) std::cout << "sentier_check: " << report->first_failure << "\n";
   if (!FLAGS_report.empty()) {
     nlohmann::json j;
@@ -159,6 +169,8 @@ int Run() {
         {"candidate", or_null(report->cuda_kernels_step_candidate)}};
     if (report->reference_ms >= 0) {
       j["forward_ms"] = {{"reference", report->reference_ms}, {"candidate", report->candidate_ms}};
+      j["timing"] = std::string(sentier::StepTimingName(report->timing));
+      if (!report->timing_fallback.empty()) j["timing_fallback"] = report->timing_fallback;
     }
     if (report->reference_train_ms >= 0) {
       j["training_step_ms"] = {{"reference", report->reference_train_ms},
@@ -197,10 +209,11 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("sentier_check --reference=A.pt --candidate=B.pt --inputs=inputs.pt");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   sentier::ApplyTorchSettings();
+  // A timing thread left behind (runtime/progress_deadline.h) ends the process through _exit.
   try {
-    return Run();
+    return sentier::FinishProcess(Run());
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Fail(2, absl::StrCat("error: ", sentier::TorchErrorMessage(what)));
+    return sentier::FinishProcess(Fail(2, absl::StrCat("error: ", sentier::TorchErrorMessage(what))));
   }
 }

@@ -40,6 +40,7 @@
 #include "tools/flags.h"
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
+#include "runtime/progress_deadline.h"
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"
 #include "runtime/verdict.h"
@@ -84,10 +85,15 @@ DEFINE_double(memory_margin, 0.01,
               "with --cost=measure: how much (a fraction of the original's) the peak memory of a "
               "step may grow; negative: peak memory is not weighed");
 DEFINE_string(device, "auto", "with --cost=measure: auto (CUDA when available), cpu or cuda");
-DEFINE_string(timing, "interpreter",
+DEFINE_string(timing, "auto",
               "with --cost=measure: how the timed steps run: interpreter (the graph executor's "
-              "optimizations off) or executor (on, as users run artifacts: on CUDA its fuser merges "
-              "pointwise chains; needs LibTorch 2.x)");
+              "optimizations off), executor (on, as users run artifacts: on CUDA its fuser merges "
+              "pointwise chains; needs LibTorch 2.x; a step that makes no progress for 60 s is "
+              "given up on and the interpreter times instead) or auto (executor on LibTorch 2.x, "
+              "else interpreter)");
+DEFINE_double(executor_stall_s, 60.0,
+              "with executor timing: a timed step that has not finished after this many seconds is "
+              "given up on, and both models are timed in the interpreter instead");
 DEFINE_string(mode, "training",
               "training or inference: the step --cost=measure times, and whose aten ops decide "
               "without it whether a larger graph is written");
@@ -239,6 +245,7 @@ int Run() {
   }
   absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(FLAGS_timing);
   if (!timing.ok()) return Fail(kBadInput, std::string(timing.status().message()));
+  if (!(FLAGS_executor_stall_s >= 0)) return Fail(kBadInput, "--executor_stall_s must be >= 0");
   sentier::CostSelection selection;
   bool measured = false;
   if (FLAGS_cost == "measure") {
@@ -258,6 +265,7 @@ int Run() {
     copts.training = *mode == sentier::ValidationMode::kTraining;
     copts.margins.memory = FLAGS_memory_margin;
     copts.timing = *timing;
+    copts.executor_stall_s = FLAGS_executor_stall_s;
     copts.optimize = opts;  // the artifact's options: layout and rounds
     const std::string device_name(sentier::DeviceName(copts.device));
     j["device"] = device_name;
@@ -412,10 +420,12 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) return Fail(kBadInput, absl::StrCat("unexpected argument '", argv[1], "'"));
   sentier::ApplyTorchSettings();
+  // A timing thread left behind (runtime/progress_deadline.h) ends the process through _exit.
   try {
-    return Run();
+    return sentier::FinishProcess(Run());
   } catch (const std::exception& e) {
     std::string what = e.what();
-    return Fail(kInternal, absl::StrCat("internal error: ", sentier::TorchErrorMessage(what)));
+    return sentier::FinishProcess(
+        Fail(kInternal, absl::StrCat("internal error: ", sentier::TorchErrorMessage(what))));
   }
 }

@@ -5,7 +5,15 @@
 //            [--once] [--workers=1] [--device=auto|cpu|cuda] [--mode=inference|training|both]
 //            [--job_timeout_s=600] [--metrics_port=0] [--shard=i/n] [--max_model_bytes=N]
 //            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=0.01]
-//            [--param_layout=original|stacked] [--job_command=PROGRAM]
+//            [--param_layout=original|stacked] [--timing=auto|interpreter|executor]
+//            [--executor_stall_s=60] [--job_command=PROGRAM]
+//
+// Timing (the gate's and the validation's): auto, the default, times steps with the graph
+// executor's optimizations on where LibTorch is 2.x (as users run artifacts: on CUDA its fuser
+// merges pointwise chains) and in the interpreter on 1.x. A step timed with the executor that
+// does not finish within --executor_stall_s (torch 2.11's fuser can fail to return) is given up
+// on; the job times in the interpreter instead and report.json's selection.timing_fallback says
+// so.
 //
 // Registry (read-only): REG/<model>/<version>/{model.pt,inputs.pt}; see
 // runtime/daemon/registry_watcher.h for names, settling and refusals. An optional
@@ -22,7 +30,8 @@
 //   0  --once pass completed (whatever the outcomes), or stopped by SIGTERM/SIGINT
 //   1  internal error
 //   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--mode/--device/
-//      --select_rules/--param_layout/--workers/--poll_interval_ms, --device=cuda on a build without CUDA, or
+//      --select_rules/--param_layout/--timing/--executor_stall_s/--workers/--poll_interval_ms,
+//      --device=cuda on a build without CUDA, or
 //      the rule set fails to load at start-up (there is no previous good rule set)
 //   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd")
 //   4  registry unreadable ("registry unreadable: cannot read '<REG>': ...") or output

@@ -32,6 +32,7 @@
 #include "runtime/daemon/optimize_job.h"
 #include "runtime/daemon/registry_watcher.h"
 #include "runtime/options_enums.h"
+#include "runtime/progress_deadline.h"
 #include "tools/flags.h"
 
 DEFINE_string(registry, "", "model registry root: REG/<model>/<version>/{model.pt,inputs.pt}");
@@ -41,11 +42,16 @@ DEFINE_int32(poll_interval_ms, 2000, "registry poll interval");
 DEFINE_bool(once, false, "process everything pending, print a per-model summary, exit");
 DEFINE_int32(workers, 1, "job processes run at the same time");
 DEFINE_string(device, "auto", "auto|cpu|cuda");
-DEFINE_string(timing, "interpreter",
+DEFINE_string(timing, "auto",
               "how the gate and the final timing run steps: interpreter (the graph executor's "
-              "optimizations off) or executor (on, as users run artifacts: on CUDA its fuser "
-              "merges pointwise chains; needs LibTorch 2.x); REG/<model>/sentier.json's timing "
-              "overrides it");
+              "optimizations off), executor (on, as users run artifacts: on CUDA its fuser "
+              "merges pointwise chains; needs LibTorch 2.x; a step that makes no progress for 60 s "
+              "is given up on and the interpreter times instead) or auto (executor on LibTorch "
+              "2.x, else interpreter); REG/<model>/sentier.json's timing overrides it");
+DEFINE_double(executor_stall_s, 60.0,
+              "with executor timing: a timed step that has not finished after this many seconds "
+              "is given up on, and the job times in the interpreter instead (report.json: "
+              "selection.timing_fallback)");
 DEFINE_string(mode, "both",
               "validation mode: inference|training|both; REG/<model>/sentier.json's mode "
               "overrides it");
@@ -152,6 +158,7 @@ int OptionsFromFlags(ManagerOptions* o) {
   if (FLAGS_workers < 1) return Fail(kBadFlags, "--workers must be at least 1");
   if (FLAGS_poll_interval_ms < 1) return Fail(kBadFlags, "--poll_interval_ms must be positive");
   if (FLAGS_job_timeout_s < 1) return Fail(kBadFlags, "--job_timeout_s must be positive");
+  if (!(FLAGS_executor_stall_s >= 0)) return Fail(kBadFlags, "--executor_stall_s must be >= 0");
   if (FLAGS_max_model_bytes < 0) return Fail(kBadFlags, "--max_model_bytes must be >= 0");
   if (FLAGS_metrics_port < 0 || FLAGS_metrics_port > 65535) {
     return Fail(kBadFlags, "--metrics_port must be in 0..65535");
@@ -178,6 +185,7 @@ int OptionsFromFlags(ManagerOptions* o) {
                                                           : *select_rules == RuleSelection::kOn;
   o->param_layout = *param_layout;
   o->timing = *timing;
+  o->executor_stall_s = FLAGS_executor_stall_s;
   o->job_command = FLAGS_job_command;
   return kOk;
 }
@@ -283,7 +291,9 @@ int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
     spec.param_layout = *param_layout;
     spec.mode = *mode;
     spec.timing = *timing;
-    return RunOptimizeJob(spec);
+    spec.executor_stall_s = FLAGS_executor_stall_s;
+    // A timing thread left behind (runtime/progress_deadline.h) ends the job through _exit.
+    return FinishProcess(RunOptimizeJob(spec));
   }
   try {
     return RunDaemon(customize);

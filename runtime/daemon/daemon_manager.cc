@@ -45,7 +45,8 @@ pid_t ExecJobLauncher::Launch(const JobSpec& spec) {
       absl::StrCat("--select_rules=",
                    RuleSelectionName(spec.select_rules ? RuleSelection::kOn : RuleSelection::kOff)),
       absl::StrCat("--param_layout=", ParameterLayoutName(spec.param_layout)),
-      absl::StrCat("--timing=", StepTimingName(spec.timing))};
+      absl::StrCat("--timing=", StepTimingName(spec.timing)),
+      absl::StrCat("--executor_stall_s=", spec.executor_stall_s)};
   const std::string program = program_.empty() ? "/proc/self/exe" : program_;
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -267,6 +268,7 @@ void DaemonManager::Dispatch(Job job) {
   spec.select_rules = options_.select_rules;
   spec.param_layout = options_.param_layout;
   spec.timing = options_.timing;
+  spec.executor_stall_s = options_.executor_stall_s;
   pid_t pid = launcher_->Launch(spec);
   if (pid < 0) {
     LOG(ERROR) << Tag(v.model, v.version) << "fork failed: " << std::strerror(errno);

@@ -84,6 +84,7 @@ struct ManagerOptions {
   bool select_rules = false;
   ParameterLayout param_layout = ParameterLayout::kOriginal;
   StepTiming timing = StepTiming::kInterpreter;  // how the gate times steps (--timing)
+  double executor_stall_s = 60.0;  // --executor_stall_s (CheckOptions::executor_stall_s)
   // Starts the jobs; null = an ExecJobLauncher(job_command) owned by the manager.
   JobLauncher* launcher = nullptr;
   std::string job_command;  // see ExecJobLauncher; empty: this binary

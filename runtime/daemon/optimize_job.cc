@@ -187,6 +187,9 @@ int RunOptimizeJob(const JobSpec& spec) {
     // Where the memory bound held back rules that were faster together: what the model's owner
     // can allow for them (appended to the reason, optimized or not).
     std::string memory_hint;
+    // How steps are timed: the model's setting, or the interpreter once executor timing made no
+    // progress in the gate (the validation below then does not try it again).
+    StepTiming timing = config.timing;
     if (select) {
       auto ts = Clock::now();
       CostOptions cost;
@@ -196,11 +199,13 @@ int RunOptimizeJob(const JobSpec& spec) {
       cost.verify_each = false;  // the artifact is validated below
       cost.margins = margins;
       cost.timing = config.timing;
+      cost.executor_stall_s = spec.executor_stall_s;
       cost.optimize.stacked_parameters = stacked;
       auto sel = SelectRulesByMeasurement(model_path, *inputs, **rules, cost);
       timings["select"] = MsSince(ts);
       if (!sel.ok()) return reject(absl::StrCat("rule selection failed: ", sel.status().message()));
       AddSelection(*sel, device, job_mode, &j);
+      timing = sel->timing;
       use = sel->rules;  // empty when no set pays
       if (sel->memory_margin_for_all_rules >= 0) {
         std::string forward;
@@ -292,7 +297,8 @@ int RunOptimizeJob(const JobSpec& spec) {
       check.training = training;
       check.trials = 2;
       check.time = timed;
-      check.timing = config.timing;
+      check.timing = timing;
+      check.executor_stall_s = spec.executor_stall_s;
       auto reference = LoadModel(model_path);
       auto candidate = LoadModel(out_path);
       if (!reference.ok() || !candidate.ok()) {
@@ -311,6 +317,10 @@ int RunOptimizeJob(const JobSpec& spec) {
                             {"device", device_name},
                             {"result", "outputs and gradients match"},
                             {"tensors_compared", checked->findings.size()}};
+      if (timed) {
+        val["timing"] = std::string(StepTimingName(checked->timing));
+        if (!checked->timing_fallback.empty()) val["timing_fallback"] = checked->timing_fallback;
+      }
       j["status"] = std::string(ReportStatusName(ReportStatus::kOptimized));
       j["reason"] = absl::StrCat(total, " rewrites applied and validated on ", device_name, " (",
                                  mode, ").", memory_hint);

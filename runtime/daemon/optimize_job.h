@@ -38,8 +38,10 @@ struct JobSpec {
   bool select_rules = false;
   // passes/stacked_parameters.h; REG/<model>/sentier.json overrides it.
   ParameterLayout param_layout = ParameterLayout::kOriginal;
-  // How the gate and the final timing run steps (runtime/options_enums.h, StepTiming).
+  // How the gate and the final timing run steps (runtime/options_enums.h, StepTiming), and how
+  // long a step timed with the executor may go without finishing (CheckOptions::executor_stall_s).
   StepTiming timing = StepTiming::kInterpreter;
+  double executor_stall_s = 60.0;
 };
 
 // kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or

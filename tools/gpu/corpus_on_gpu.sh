@@ -6,7 +6,7 @@
 #   tools/gpu/corpus_on_gpu.sh [--batch=4096] [--archives=torch2.11] [--models=a,b] [--no_client]
 #                              [--param_layout=original|stacked] [--select_rules=auto|on|off]
 #                              [--memory_margin=F] [--mode=inference|training|both]
-#                              [--timing=interpreter|executor] [--job_timeout_s=600]
+#                              [--timing=auto|interpreter|executor] [--job_timeout_s=600]
 #                              [--config_for=a,b --config=JSON]
 #                              [--client_timeout=SECONDS]
 #
@@ -27,7 +27,7 @@ layout=original
 select=auto
 margin=0.01
 mode=both
-timing=interpreter
+timing=auto  # sentierd's default: executor on torch 2.x
 job_timeout=600
 config_for=""
 config=""

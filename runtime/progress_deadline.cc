@@ -1,0 +1,104 @@
+// progress_deadline.cc — the worker thread, its shared state and the wait (see the header).
+#include "runtime/progress_deadline.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace sentier {
+namespace {
+
+// Threads left behind that have not ended yet, and a signal for when one ends.
+std::mutex abandoned_mu;
+std::condition_variable abandoned_ended;
+int abandoned = 0;
+
+// Shared by the caller and the worker; the worker keeps it alive after a caller gave up.
+struct Shared {
+  std::mutex mu;
+  std::condition_variable changed;
+  long long progress = 0;
+  bool done = false;
+  bool left_behind = false;  // the caller gave up waiting
+  absl::Status result;
+};
+
+}  // namespace
+
+absl::Status RunWithProgressDeadline(ProgressWork work, absl::Duration stall_limit) {
+  auto shared = std::make_shared<Shared>();
+  std::thread worker([shared, work = std::move(work)] {
+    auto progress = [&shared] {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      ++shared->progress;
+      shared->changed.notify_all();
+    };
+    absl::Status st;
+    try {
+      st = work(progress);
+    } catch (const std::exception& e) {
+      st = absl::InternalError(e.what());
+    } catch (...) {
+      st = absl::InternalError("unknown exception");
+    }
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->result = std::move(st);
+    shared->done = true;
+    shared->changed.notify_all();
+    if (shared->left_behind) {
+      std::lock_guard<std::mutex> count(abandoned_mu);
+      --abandoned;
+      abandoned_ended.notify_all();
+    }
+  });
+  const auto limit = absl::ToChronoMilliseconds(stall_limit);
+  std::unique_lock<std::mutex> lock(shared->mu);
+  while (!shared->done) {
+    const long long seen = shared->progress;
+    bool moved = shared->changed.wait_for(lock, limit, [&] { return shared->done || shared->progress != seen; });
+    if (!moved) {
+      shared->left_behind = true;
+      {
+        std::lock_guard<std::mutex> count(abandoned_mu);
+        ++abandoned;
+      }
+      lock.unlock();
+      worker.detach();
+      return absl::DeadlineExceededError(
+          absl::StrCat("no progress within ", absl::FormatDuration(stall_limit), "; the work was left behind"));
+    }
+  }
+  absl::Status result = shared->result;
+  lock.unlock();
+  worker.join();
+  return result;
+}
+
+int AbandonedThreads() {
+  std::lock_guard<std::mutex> count(abandoned_mu);
+  return abandoned;
+}
+
+bool WaitForAbandonedThreads(absl::Duration timeout) {
+  std::unique_lock<std::mutex> count(abandoned_mu);
+  return abandoned_ended.wait_for(count, absl::ToChronoMilliseconds(timeout), [] { return abandoned == 0; });
+}
+
+int FinishProcess(int exit_code) {
+  if (AbandonedThreads() == 0) return exit_code;
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  _exit(exit_code);
+}
+
+}  // namespace sentier
