@@ -247,9 +247,11 @@ absl::StatusOr<CostSelection> SelectRules(const RuleSet& rules, const CostOption
     sel.confirm_ms = again->ms;
     sel.confirm_original_ms = again_orig.ms;
     bool forward_ok = true;
+    double forward_ratio = 1.0;
     if (judge_forward) {
       const double second = again_orig.forward_ms > 0 ? again->forward_ms / again_orig.forward_ms : 1.0;
       const double ratio = std::sqrt(first_forward_ratio * second);
+      forward_ratio = ratio;
       forward_ok = ratio <= 1.0 + options.margins.speed;
       if (first_forward_ratio > 1.0 + options.margins.speed || !forward_ok) {
         sel.log.push_back(absl::StrFormat(
@@ -262,11 +264,15 @@ absl::StatusOr<CostSelection> SelectRules(const RuleSet& rules, const CostOption
     if (!faster(again->ms, again_orig.ms)) {
       sel.faster = false;
       sel.confirmed = false;
-      sel.log.push_back("not confirmed: the original is kept");
+      sel.log.push_back(absl::StrFormat(
+          "not confirmed: %.3f vs %.3f ms when timed again, so the original is kept", again->ms, again_orig.ms));
     } else if (!forward_ok) {
       sel.faster = false;  // faster to train, slower to serve: not published
-      sel.log.push_back(absl::StrFormat("forward slower with the selection: %.3f ms vs %.3f ms",
-                                        best->forward_ms, orig.forward_ms));
+      // Both timings: the first alone can favour the selection while the two together do not.
+      sel.log.push_back(absl::StrFormat(
+          "forward slower with the selection: %.3f vs %.3f ms, then %.3f vs %.3f ms (%.3f of the "
+          "original's over both)",
+          best->forward_ms, orig.forward_ms, again->forward_ms, again_orig.forward_ms, forward_ratio));
     }
   }
   if (sel.faster) {
