@@ -199,25 +199,35 @@ struct StepMeasure {
   int64_t peak_bytes = -1;
 };
 
-// What the timed steps use: owned here, so that a thread left behind (executor timing that
-// stopped making progress) never touches the caller's objects.
-struct TimedSteps {
+// One model's copy on the device, its inputs, and its step times.
+struct TimedModel {
   torch::jit::Module copy;
   std::vector<c10::IValue> in;
-  c10::Device device;
-  bool training;
-  int warm_up;
+  std::vector<double> ms;
   StepMeasure result;
 };
 
+// What the timed steps use: owned here, so that a thread left behind (executor timing that
+// stopped making progress) never touches the caller's objects.
+struct TimedSteps {
+  std::vector<TimedModel> models;  // the reference and the candidate, or one of them
+  c10::Device device;
+  bool training;
+  int warm_up;
+};
+
+constexpr int kTimedRounds = 20;
+
 // Runs the steps on the calling thread, with that thread's executor switch and grad mode;
-// `progress` after each step.
+// `progress` after each step. Every model is warmed up, then the timed steps alternate between
+// the models, the order flipped each round (A B, B A, ...), so that a drift of the machine falls
+// on both alike.
 void RunTimedSteps(TimedSteps& t, const std::function<void()>& progress) {
   auto sync = [&] {
     if (t.device.is_cuda()) torch::cuda::synchronize();
   };
-  auto step = [&] {
-    c10::IValue out = t.copy.forward(t.in);
+  auto step = [&](TimedModel& m) {
+    c10::IValue out = m.copy.forward(m.in);
     if (t.training) {
       NamedTensors outs;
       FlattenTensors(out, "output", &outs);
@@ -228,42 +238,62 @@ void RunTimedSteps(TimedSteps& t, const std::function<void()>& progress) {
       if (loss.defined()) loss.backward();
     }
   };
-  std::vector<double> ms;
-  for (int i = 0; i < t.warm_up + 20; ++i) {
-    sync();
-    auto start = std::chrono::steady_clock::now();
-    step();
-    sync();
-    if (i >= t.warm_up) {
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  for (TimedModel& m : t.models) {
+    for (int i = 0; i < t.warm_up; ++i) {
+      step(m);
+      sync();
+      progress();
     }
-    progress();
   }
-  std::sort(ms.begin(), ms.end());
-  t.result.median_ms = ms[ms.size() / 2];
-  auto peak = PeakStepBytes(t.device, step);
-  if (!peak.ok()) throw std::runtime_error(std::string(peak.status().message()));
-  t.result.peak_bytes = *peak;
+  const size_t n = t.models.size();
+  for (int round = 0; round < kTimedRounds; ++round) {
+    for (size_t k = 0; k < n; ++k) {
+      TimedModel& m = t.models[round % 2 == 0 ? k : n - 1 - k];
+      sync();
+      auto start = std::chrono::steady_clock::now();
+      step(m);
+      sync();
+      m.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      progress();
+    }
+  }
+  for (TimedModel& m : t.models) {
+    std::sort(m.ms.begin(), m.ms.end());
+    m.result.median_ms = m.ms[m.ms.size() / 2];
+    auto peak = PeakStepBytes(t.device, [&] { step(m); });
+    if (!peak.ok()) throw std::runtime_error(std::string(peak.status().message()));
+    m.result.peak_bytes = *peak;
+  }
 }
 
-// One model's step, timed as `timing` says. interpreter: on this thread, whose executor switch
-// is off (torch_settings.h). executor: on a thread of its own with the switch on (it is
-// thread-local), so that a step that does not return (torch 2.11's fuser, bench/RESULTS.md) ends
-// in DeadlineExceeded after `stall_limit` without a finished step; that thread is left behind.
-// Other failures: InvalidArgument with LibTorch's message.
-absl::StatusOr<StepMeasure> MeasureStep(const torch::jit::Module& m, const std::vector<c10::IValue>& inputs,
-                                        c10::ScalarType dtype, const c10::Device& device, bool training,
-                                        StepTiming timing, absl::Duration stall_limit) {
+// The models' steps (alternated, see RunTimedSteps), timed as `timing` says; one StepMeasure per
+// model, in order. interpreter: on this thread, whose executor switch is off (torch_settings.h).
+// executor: on a thread of its own with the switch on (it is thread-local), so that a step that
+// does not return (torch 2.11's fuser, bench/RESULTS.md) ends in DeadlineExceeded after
+// `stall_limit` without a finished step; that thread is left behind. Other failures:
+// InvalidArgument with LibTorch's message.
+absl::StatusOr<std::vector<StepMeasure>> MeasureSteps(const std::vector<const torch::jit::Module*>& models,
+                                                      const std::vector<c10::IValue>& inputs,
+                                                      c10::ScalarType dtype, const c10::Device& device,
+                                                      bool training, StepTiming timing,
+                                                      absl::Duration stall_limit) {
   const bool executor = timing == StepTiming::kExecutor;
   try {
     c10::AutoGradMode grad_mode(training);
     // executor: the profiling executor profiles, then compiles its fusion groups: more warm-up.
-    auto steps = std::make_shared<TimedSteps>(TimedSteps{
-        ModelOnDevice(m, dtype, device, training), InputsOnDevice(inputs, dtype, device), device, training,
-        executor ? 6 : 3, StepMeasure()});
+    auto steps = std::make_shared<TimedSteps>(TimedSteps{{}, device, training, executor ? 6 : 3});
+    for (const torch::jit::Module* m : models) {
+      steps->models.push_back(TimedModel{ModelOnDevice(*m, dtype, device, training),
+                                         InputsOnDevice(inputs, dtype, device), {}, StepMeasure()});
+    }
+    auto results = [&] {
+      std::vector<StepMeasure> r;
+      for (const TimedModel& m : steps->models) r.push_back(m.result);
+      return r;
+    };
     if (!executor) {
       RunTimedSteps(*steps, [] {});
-      return steps->result;
+      return results();
     }
     absl::Status ran = RunWithProgressDeadline(
         [steps](const std::function<void()>& progress) {
@@ -275,7 +305,7 @@ absl::StatusOr<StepMeasure> MeasureStep(const torch::jit::Module& m, const std::
         stall_limit);
     if (absl::IsDeadlineExceeded(ran)) return ran;
     if (!ran.ok()) return absl::InvalidArgumentError(TorchErrorMessage(std::string(ran.message())));
-    return steps->result;
+    return results();
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(TorchErrorMessage(e.what()));
   }
@@ -391,28 +421,35 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   bool training = options_.training;
   CheckReport report;
   // Median step times of both models (forward; training step too in training mode), timed as
-  // `timing` says. A step timed with the executor that stops making progress: DeadlineExceeded.
+  // `timing` says, their steps alternated. A step timed with the executor that stops making
+  // progress: DeadlineExceeded.
   auto time_both = [&](StepTiming timing) -> absl::Status {
     const absl::Duration stall = absl::Seconds(options_.executor_stall_s);
-    auto measure = [&](const torch::jit::Module& m, bool train, double* ms, int64_t* peak) -> absl::Status {
-      absl::StatusOr<StepMeasure> s = MeasureStep(m, samples, options_.dtype, device, train, timing, stall);
+    std::vector<const torch::jit::Module*> models = {&candidate};
+    if (options_.time_reference) models.insert(models.begin(), &reference);
+    // One kind of step of the models, alternated: figures[0] the reference's where it is timed.
+    auto measure = [&](bool train) -> absl::StatusOr<std::vector<StepMeasure>> {
+      auto s = MeasureSteps(models, samples, options_.dtype, device, train, timing, stall);
       if (absl::IsDeadlineExceeded(s.status())) return s.status();
       if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("timing failed: ", s.status().message()));
-      *ms = s->median_ms;
-      *peak = s->peak_bytes;
-      return absl::OkStatus();
+      return s;
     };
     report.timing = timing;
+    SENTIER_ASSIGN_OR_RETURN(forward, measure(false));
     if (options_.time_reference) {
-      SENTIER_RETURN_IF_ERROR(measure(reference, false, &report.reference_ms, &report.reference_peak_bytes));
+      report.reference_ms = forward.front().median_ms;
+      report.reference_peak_bytes = forward.front().peak_bytes;
     }
-    SENTIER_RETURN_IF_ERROR(measure(candidate, false, &report.candidate_ms, &report.candidate_peak_bytes));
+    report.candidate_ms = forward.back().median_ms;
+    report.candidate_peak_bytes = forward.back().peak_bytes;
     if (training) {
+      SENTIER_ASSIGN_OR_RETURN(train, measure(true));
       if (options_.time_reference) {
-        SENTIER_RETURN_IF_ERROR(
-            measure(reference, true, &report.reference_train_ms, &report.reference_train_peak_bytes));
+        report.reference_train_ms = train.front().median_ms;
+        report.reference_train_peak_bytes = train.front().peak_bytes;
       }
-      SENTIER_RETURN_IF_ERROR(measure(candidate, true, &report.candidate_train_ms, &report.candidate_train_peak_bytes));
+      report.candidate_train_ms = train.back().median_ms;
+      report.candidate_train_peak_bytes = train.back().peak_bytes;
     }
     return absl::OkStatus();
   };

@@ -40,7 +40,8 @@ struct CheckOptions {
   int trials = 3;                   // sample inputs + (trials - 1) random sets, plus batch x2
   uint64_t seed = 0;
   double factor = 4.0;              // candidate error may be this many times the reference's
-  bool time = false;                // median step time and peak step memory of each model
+  bool time = false;                // median step time and peak step memory of each model: both
+                                    // warmed up, then 20 steps of each, alternated (A B, B A, ...)
   bool timing_only = false;         // only time both models (no comparison, no counts): the
                                     // report says nothing about equivalence
   bool time_reference = true;       // with time: false times the candidate alone (the
