@@ -387,6 +387,14 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   absl::StatusOr<ReportStatus> parsed = ParseReportStatus(status);
   const bool rejected = parsed.ok() && *parsed == ReportStatus::kRejected;
   std::string reason = report.value("reason", "");
+  // Executor timing that stalled (torch's fuser): the job timed in the interpreter instead.
+  std::string fallback;
+  for (const char* part : {"selection", "validation"}) {
+    if (fallback.empty() && report.contains(part) && report[part].is_object()) {
+      fallback = report[part].value("timing_fallback", "");
+    }
+  }
+  if (!fallback.empty()) LOG(WARNING) << Tag(v.model, v.version) << "timed in the interpreter: " << fallback;
   absl::Status st = WriteFileSynced(stage + "/report.json", report.dump(2) + "\n");
   if (st.ok()) st = publisher_->Publish(stage, v.model, v.version, rejected);
   VersionRecord rec;
@@ -422,6 +430,7 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
     else ++metrics_.rejected;
     metrics_.job_seconds_sum += seconds;
     ++metrics_.job_count;
+    if (!fallback.empty()) ++metrics_.timing_fallbacks;
   }
   std::string detail;
   if (report.contains("nodes_before")) {

@@ -60,6 +60,11 @@ class FakeLauncher : public JobLauncher {
       WriteRaw(job, R"({"status": "optimized", "reason": "test", "mode": "training"})");
       _exit(0);
     }
+    if (spec.model == "stalled") {  // executor timing made no progress; timed in the interpreter
+      WriteRaw(job, R"({"status": "unchanged", "reason": "test",
+                        "selection": {"timing": "interpreter", "timing_fallback": "no progress"}})");
+      _exit(0);
+    }
     WriteRaw(job, R"({"status": "optimized", "reason": "test", "architecture_fingerprint": "a1"})");
     _exit(0);
   }
@@ -113,11 +118,18 @@ TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
   AddVersion("crash", 1);
   AddVersion("garbage", 1);
   AddVersion("trained", 1);
+  AddVersion("stalled", 1);
+  options_.timing = StepTiming::kExecutor;
+  options_.executor_stall_s = 7.5;
   DaemonManager m(options_);
   ASSERT_TRUE(m.Start().ok());
-  EXPECT_EQ(PlanAndRunAll(m), 4);
-  EXPECT_EQ(launcher_.launched, (std::set<std::string>{"good/1", "crash/1", "garbage/1", "trained/1"}));
-  EXPECT_EQ(ParameterLayoutName(launcher_.last.param_layout), "stacked");  // options reach the job
+  EXPECT_EQ(PlanAndRunAll(m), 5);
+  EXPECT_EQ(launcher_.launched,
+            (std::set<std::string>{"good/1", "crash/1", "garbage/1", "trained/1", "stalled/1"}));
+  // Options reach the job.
+  EXPECT_EQ(ParameterLayoutName(launcher_.last.param_layout), "stacked");
+  EXPECT_EQ(StepTimingName(launcher_.last.timing), "executor");
+  EXPECT_EQ(launcher_.last.executor_stall_s, 7.5);
 
   std::string good = Report("good", 1);
   EXPECT_TRUE(absl::StrContains(good, "\"status\": \"optimized\"")) << good;
@@ -138,10 +150,13 @@ TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
   EXPECT_EQ(ReportStatusName(m.state().Find("crash", 1)->status), "rejected");
   {
     std::lock_guard<std::mutex> l(m.metrics().mu);
-    EXPECT_EQ(m.metrics().seen, 4);
+    EXPECT_EQ(m.metrics().seen, 5);
     EXPECT_EQ(m.metrics().optimized, 2);
+    EXPECT_EQ(m.metrics().unchanged, 1);
     EXPECT_EQ(m.metrics().rejected, 2);
+    EXPECT_EQ(m.metrics().timing_fallbacks, 1);  // stalled/1
   }
+  EXPECT_NE(m.metrics().Render().find("sentierd_timing_fallbacks_total 1\n"), std::string::npos);
   // Nothing new: the next poll plans nothing.
   auto again = m.PollAndPlan();
   ASSERT_TRUE(again.ok());

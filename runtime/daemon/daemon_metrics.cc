@@ -22,6 +22,10 @@ std::string DaemonMetrics::Render() {
   counter("sentierd_versions_optimized_total", "Versions published optimized.", optimized);
   counter("sentierd_versions_unchanged_total", "Versions published unchanged.", unchanged);
   counter("sentierd_versions_rejected_total", "Versions rejected.", rejected);
+  counter("sentierd_timing_fallbacks_total",
+          "Versions timed in the interpreter because a step timed with the executor made no "
+          "progress (report.json: timing_fallback).",
+          timing_fallbacks);
   counter("sentierd_output_errors_total",
           "Jobs whose output could not be written (disk full, I/O error); retried.", output_errors);
   absl::StrAppend(&s,

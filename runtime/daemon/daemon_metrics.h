@@ -18,6 +18,7 @@ namespace sentier {
 struct DaemonMetrics {
   std::mutex mu;
   int64_t seen = 0, optimized = 0, unchanged = 0, rejected = 0, output_errors = 0;
+  int64_t timing_fallbacks = 0;  // versions timed in the interpreter after executor timing stalled
   double job_seconds_sum = 0;
   int64_t job_count = 0;
   int64_t queue_depth = 0, in_flight = 0;
