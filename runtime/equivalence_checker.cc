@@ -267,7 +267,7 @@ void RunTimedSteps(TimedSteps& t, const std::function<void()>& progress) {
 }
 
 // The models' steps (alternated, see RunTimedSteps), timed as `timing` says; one StepMeasure per
-// model, in order. interpreter: on this thread, whose executor switch is off (torch_settings.h).
+// model, in order. interpreter: on this thread, with its executor switch off.
 // executor: on a thread of its own with the switch on (it is thread-local), so that a step that
 // does not return (torch 2.11's fuser, bench/RESULTS.md) ends in DeadlineExceeded after
 // `stall_limit` without a finished step; that thread is left behind. Other failures:
@@ -292,6 +292,7 @@ absl::StatusOr<std::vector<StepMeasure>> MeasureSteps(const std::vector<const to
       return r;
     };
     if (!executor) {
+      torch::jit::GraphOptimizerEnabledGuard optimize(false);  // whatever this thread had
       RunTimedSteps(*steps, [] {});
       return results();
     }

@@ -112,6 +112,7 @@ check cost_bad_value 2 "--cost must be none or measure" -- "$OPT" --input="$T/mo
 check bad_mode 2 "--mode must be training or inference, not 'bogus'" -- "$OPT" --input="$T/model.pt" --output="$T/mode.pt" --inputs="$T/inputs.pt" --rules="$RULES" --mode=bogus
 [[ ! -e "$T/mode.pt" ]] || { echo "FAIL bad_mode: an output was written"; fails=$((fails + 1)); }
 check bad_timing 2 "--timing must be auto, interpreter or executor, not 'fuser'" -- "$OPT" --input="$T/model.pt" --output="$T/timing.pt" --inputs="$T/inputs.pt" --rules="$RULES" --timing=fuser
+check bad_stall 2 "--executor_stall_s must be >= 0" -- "$OPT" --input="$T/model.pt" --output="$T/timing.pt" --inputs="$T/inputs.pt" --rules="$RULES" --executor_stall_s=-1
 # Timing with the executor's optimizations needs LibTorch 2.x; this build's is 1.13.
 check timing_executor_needs_2x 2 "timing 'executor' needs LibTorch 2.x; this is 1.13" -- "$OPT" --input="$T/model.pt" --output="$T/timing.pt" --inputs="$T/inputs.pt" --rules="$RULES" --cost=measure --timing=executor
 [[ ! -e "$T/timing.pt" ]] || { echo "FAIL timing: an output was written"; fails=$((fails + 1)); }
