@@ -13,8 +13,9 @@
 // must neither publish a slower forward nor refuse a selection on one unlucky timing.
 //
 // Timing with the executor (CostOptions::timing) that makes no progress in a step (torch 2.11's
-// fuser can fail to return) is given up on: the selection starts over, timed in the interpreter,
-// and says why (timing, timing_fallback).
+// fuser can fail to return), or that the original model fails, is given up on: the selection
+// starts over, timed in the interpreter, and says why (timing, timing_fallback). A rule set whose
+// result fails with the executor fails the selection, naming the optimized model.
 //
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
 // original's (the training step's; with inference_too the forward's as well), by more than

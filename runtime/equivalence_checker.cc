@@ -214,6 +214,13 @@ struct TimedSteps {
   c10::Device device;
   bool training;
   int warm_up;
+  int failed_model = -1;  // the index of the model whose step threw, if one did
+};
+
+// A step of models[model] threw: which model, and LibTorch's message.
+struct StepFailure : std::runtime_error {
+  StepFailure(int m, const std::string& what) : std::runtime_error(what), model(m) {}
+  int model;
 };
 
 constexpr int kTimedRounds = 20;
@@ -226,42 +233,50 @@ void RunTimedSteps(TimedSteps& t, const std::function<void()>& progress) {
   auto sync = [&] {
     if (t.device.is_cuda()) torch::cuda::synchronize();
   };
-  auto step = [&](TimedModel& m) {
-    c10::IValue out = m.copy.forward(m.in);
-    if (t.training) {
-      NamedTensors outs;
-      FlattenTensors(out, "output", &outs);
-      at::Tensor loss;
-      for (const auto& [name, tensor] : outs) {
-        if (tensor.requires_grad()) loss = loss.defined() ? loss + tensor.sum() : tensor.sum();
+  // One step of models[k]; what it throws becomes a StepFailure naming k.
+  auto step = [&](size_t k) {
+    TimedModel& m = t.models[k];
+    try {
+      c10::IValue out = m.copy.forward(m.in);
+      if (t.training) {
+        NamedTensors outs;
+        FlattenTensors(out, "output", &outs);
+        at::Tensor loss;
+        for (const auto& [name, tensor] : outs) {
+          if (tensor.requires_grad()) loss = loss.defined() ? loss + tensor.sum() : tensor.sum();
+        }
+        if (loss.defined()) loss.backward();
       }
-      if (loss.defined()) loss.backward();
+    } catch (const std::exception& e) {
+      throw StepFailure(static_cast<int>(k), e.what());
     }
   };
-  for (TimedModel& m : t.models) {
+  const size_t n = t.models.size();
+  for (size_t k = 0; k < n; ++k) {
     for (int i = 0; i < t.warm_up; ++i) {
-      step(m);
+      step(k);
       sync();
       progress();
     }
   }
-  const size_t n = t.models.size();
   for (int round = 0; round < kTimedRounds; ++round) {
-    for (size_t k = 0; k < n; ++k) {
-      TimedModel& m = t.models[round % 2 == 0 ? k : n - 1 - k];
+    for (size_t j = 0; j < n; ++j) {
+      const size_t k = round % 2 == 0 ? j : n - 1 - j;
       sync();
       auto start = std::chrono::steady_clock::now();
-      step(m);
+      step(k);
       sync();
-      m.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      t.models[k].ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       progress();
     }
   }
-  for (TimedModel& m : t.models) {
+  for (size_t k = 0; k < n; ++k) {
+    TimedModel& m = t.models[k];
     std::sort(m.ms.begin(), m.ms.end());
     m.result.median_ms = m.ms[m.ms.size() / 2];
-    auto peak = PeakStepBytes(t.device, [&] { step(m); });
-    if (!peak.ok()) throw std::runtime_error(std::string(peak.status().message()));
+    auto peak = PeakStepBytes(t.device, [&] { step(k); });
+    if (!peak.ok()) throw StepFailure(static_cast<int>(k), std::string(peak.status().message()));
     m.result.peak_bytes = *peak;
   }
 }
@@ -270,13 +285,14 @@ void RunTimedSteps(TimedSteps& t, const std::function<void()>& progress) {
 // model, in order. interpreter: on this thread, with its executor switch off.
 // executor: on a thread of its own with the switch on (it is thread-local), so that a step that
 // does not return (torch 2.11's fuser, bench/RESULTS.md) ends in DeadlineExceeded after
-// `stall_limit` without a finished step; that thread is left behind. Other failures:
-// InvalidArgument with LibTorch's message.
+// `stall_limit` without a finished step; that thread is left behind. A step that throws:
+// InvalidArgument with LibTorch's message, and `*failed_model` the index of its model.
 absl::StatusOr<std::vector<StepMeasure>> MeasureSteps(const std::vector<const torch::jit::Module*>& models,
                                                       const std::vector<c10::IValue>& inputs,
                                                       c10::ScalarType dtype, const c10::Device& device,
                                                       bool training, StepTiming timing,
-                                                      absl::Duration stall_limit) {
+                                                      absl::Duration stall_limit, int* failed_model) {
+  *failed_model = -1;
   const bool executor = timing == StepTiming::kExecutor;
   try {
     c10::AutoGradMode grad_mode(training);
@@ -300,13 +316,24 @@ absl::StatusOr<std::vector<StepMeasure>> MeasureSteps(const std::vector<const to
         [steps](const std::function<void()>& progress) {
           torch::jit::GraphOptimizerEnabledGuard optimize(true);
           c10::AutoGradMode grad(steps->training);
-          RunTimedSteps(*steps, progress);
+          try {
+            RunTimedSteps(*steps, progress);
+          } catch (const StepFailure& f) {
+            steps->failed_model = f.model;
+            return absl::InvalidArgumentError(f.what());
+          }
           return absl::OkStatus();
         },
         stall_limit);
     if (absl::IsDeadlineExceeded(ran)) return ran;
-    if (!ran.ok()) return absl::InvalidArgumentError(TorchErrorMessage(std::string(ran.message())));
+    if (!ran.ok()) {
+      *failed_model = steps->failed_model;
+      return absl::InvalidArgumentError(TorchErrorMessage(std::string(ran.message())));
+    }
     return results();
+  } catch (const StepFailure& f) {
+    *failed_model = f.model;
+    return absl::InvalidArgumentError(TorchErrorMessage(f.what()));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(TorchErrorMessage(e.what()));
   }
@@ -422,18 +449,33 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
   bool training = options_.training;
   CheckReport report;
   // Median step times of both models (forward; training step too in training mode), timed as
-  // `timing` says, their steps alternated. A step timed with the executor that stops making
-  // progress: DeadlineExceeded.
+  // `timing` says, their steps alternated. With the executor: a step that stops making progress
+  // is DeadlineExceeded, a step of the reference that throws is Aborted (both: time in the
+  // interpreter instead); a step of the candidate that throws fails the timing, naming the
+  // candidate (users running it with the executor would meet the same error).
   auto time_both = [&](StepTiming timing) -> absl::Status {
     const absl::Duration stall = absl::Seconds(options_.executor_stall_s);
     std::vector<const torch::jit::Module*> models = {&candidate};
     if (options_.time_reference) models.insert(models.begin(), &reference);
+    const bool executor = timing == StepTiming::kExecutor;
     // One kind of step of the models, alternated: figures[0] the reference's where it is timed.
     auto measure = [&](bool train) -> absl::StatusOr<std::vector<StepMeasure>> {
-      auto s = MeasureSteps(models, samples, options_.dtype, device, train, timing, stall);
-      if (absl::IsDeadlineExceeded(s.status())) return s.status();
-      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("timing failed: ", s.status().message()));
-      return s;
+      int failed = -1;
+      auto s = MeasureSteps(models, samples, options_.dtype, device, train, timing, stall, &failed);
+      if (s.ok() || absl::IsDeadlineExceeded(s.status())) return s;
+      const bool reference_failed = failed >= 0 && models[failed] == &reference;
+      const bool candidate_failed = failed >= 0 && models[failed] == &candidate;
+      if (executor && reference_failed) {
+        return absl::AbortedError(absl::StrCat(
+            "the original model's ", train ? "training step" : "forward",
+            " fails with the graph executor's optimizations on: ", s.status().message()));
+      }
+      if (executor && candidate_failed) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "timing failed: the optimized model's ", train ? "training step" : "forward",
+            " fails with the graph executor's optimizations on, as users run it: ", s.status().message()));
+      }
+      return absl::InvalidArgumentError(absl::StrCat("timing failed: ", s.status().message()));
     };
     report.timing = timing;
     SENTIER_ASSIGN_OR_RETURN(forward, measure(false));
@@ -454,14 +496,20 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     }
     return absl::OkStatus();
   };
-  // Executor timing that stops making progress: both models are timed again in the interpreter,
-  // and the report says so (timing, timing_fallback).
+  // Executor timing that stops making progress, or that the reference itself fails: both models
+  // are timed again in the interpreter, and the report says so (timing, timing_fallback).
   auto time_both_or_fall_back = [&]() -> absl::Status {
     absl::Status timed = time_both(options_.timing);
-    if (!absl::IsDeadlineExceeded(timed)) return timed;
-    report.timing_fallback = absl::StrCat(
-        "a step timed with the graph executor's optimizations on made no progress within ",
-        options_.executor_stall_s, " s (its thread was left behind); both models were timed in the interpreter");
+    if (absl::IsDeadlineExceeded(timed)) {
+      report.timing_fallback = absl::StrCat(
+          "a step timed with the graph executor's optimizations on made no progress within ",
+          options_.executor_stall_s, " s (its thread was left behind); both models were timed in the interpreter");
+    } else if (absl::IsAborted(timed)) {
+      report.timing_fallback =
+          absl::StrCat(timed.message(), "; both models were timed in the interpreter");
+    } else {
+      return timed;
+    }
     report.reference_ms = report.candidate_ms = report.reference_train_ms = report.candidate_train_ms = -1.0;
     report.reference_peak_bytes = report.candidate_peak_bytes = -1;
     report.reference_train_peak_bytes = report.candidate_train_peak_bytes = -1;

@@ -53,7 +53,9 @@ struct CheckOptions {
   // executor timing: a step that does not finish within this many seconds (torch 2.11's CUDA
   // fuser can fail to return from compiling a fusion group) is given up on, its thread left
   // behind (runtime/progress_deadline.h), and both models are timed in the interpreter instead
-  // (CheckReport::timing_fallback).
+  // (CheckReport::timing_fallback); so are they when a step of the reference throws with the
+  // executor (LibTorch 1.13 asserts on some graphs with aten::stack). A step of the candidate
+  // that throws with the executor fails the check's timing with an error naming the candidate.
   double executor_stall_s = 60.0;
   std::vector<bool> fixed_inputs;   // fixed_inputs[i]: argument i does not follow the batch (a
                                     // parameter passed as an input): not doubled at batch x2

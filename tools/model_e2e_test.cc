@@ -13,7 +13,9 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/version.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "passes/optimizer.h"
 #include "runtime/equivalence_checker.h"
@@ -211,6 +213,72 @@ TEST(HorizontalTest, FeatureTowersComeOutAsOneBatchedChain) {
   auto same = EquivalenceChecker(check).Check(hand, optimized, {x});
   ASSERT_TRUE(same.ok()) << same.status();
   EXPECT_TRUE(same->equivalent) << same->first_failure;
+}
+
+}  // namespace
+}  // namespace sentier
+
+namespace sentier {
+namespace {
+
+// unbind_mix, optimized in memory (saved and loaded back, as published).
+torch::jit::Module OptimizedUnbindMix(const ExampleModel& ex) {
+  std::string path = absl::StrCat(TempDir(), "/unbind_mix_exec.pt");
+  ex.module.save(path);
+  auto model = LoadModel(path);
+  EXPECT_TRUE(model.ok()) << model.status();
+  std::vector<c10::IValue> samples = {model->module._ivalue()};
+  for (const c10::IValue& v : ex.inputs(64)) samples.push_back(v);
+  OptimizeOptions opts;
+  opts.sample_inputs = &samples;
+  EXPECT_TRUE(OptimizeGraph(model->graph, *Library(), opts).ok());
+  EXPECT_TRUE(SaveModel(*model, path).ok());
+  torch::jit::Module optimized = torch::jit::load(path);
+  std::remove(path.c_str());
+  return optimized;
+}
+
+// Timing with the graph executor's optimizations on, as users run artifacts. LibTorch 1.13's
+// profiling executor fails on unbind_mix's original graph (an internal assert about aten::stack);
+// the checker then times both models in the interpreter and says why, instead of failing the
+// check. With the roles swapped, the failing graph is the candidate's: the timing fails and
+// names the optimized model, which users running it with the executor would see fail.
+TEST(ExecutorTimingTest, AGraphTheExecutorFailsOnIsNamedByItsRole) {
+  ASSERT_NE(Library(), nullptr);
+  ExampleModel ex = MakeExampleModel("unbind_mix");
+  torch::jit::Module optimized = OptimizedUnbindMix(ex);
+  CheckOptions check;
+  check.time = true;
+  check.timing = StepTiming::kExecutor;
+  check.trials = 1;
+  auto r = EquivalenceChecker(check).Check(ex.module, optimized, ex.inputs(64));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->equivalent) << r->first_failure;
+  EXPECT_GT(r->reference_train_ms, 0.0);
+  EXPECT_GT(r->candidate_train_ms, 0.0);
+  auto swapped = EquivalenceChecker(check).Check(optimized, ex.module, ex.inputs(64));
+  // LibTorch 1.13 fails this graph; a later executor may run it, and then both are timed with it.
+  const bool executor_fails = TORCH_VERSION_MAJOR < 2 || !r->timing_fallback.empty();
+  if (!executor_fails) {
+    EXPECT_EQ(r->timing, StepTiming::kExecutor);
+    EXPECT_TRUE(swapped.ok()) << swapped.status();
+    return;
+  }
+  EXPECT_EQ(r->timing, StepTiming::kInterpreter);
+  EXPECT_EQ(r->timing_fallback.rfind(
+                "the original model's training step fails with the graph executor's optimizations on: ", 0),
+            0u)
+      << r->timing_fallback;
+  EXPECT_TRUE(absl::EndsWith(r->timing_fallback, "; both models were timed in the interpreter"))
+      << r->timing_fallback;
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_EQ(swapped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(swapped.status().message())
+                .rfind("timing failed: the optimized model's training step fails with the graph "
+                       "executor's optimizations on, as users run it: ",
+                       0),
+            0u)
+      << swapped.status();
 }
 
 }  // namespace
