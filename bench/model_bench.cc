@@ -27,7 +27,9 @@
 // --param_layout=original|stacked (store the parameters the batching rules stack as stacked
 // parameters; passes/stacked_parameters.h), --gate=auto|on|off (the never-slower gate of sentierd: keep only rules that make the training
 // step + forward faster at the bench batch, and the original when nothing pays; auto = on with
-// CUDA). Each model's decision is printed and goes in the summary's "gate" column.
+// CUDA), --timing=auto|interpreter|executor (how the gate times steps, as sentier_opt's --timing:
+// auto is executor on LibTorch 2.x). Each model's decision is printed and goes in the summary's
+// "gate" column.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -57,6 +59,7 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
+#include "runtime/progress_deadline.h"
 #include "runtime/step_memory.h"
 #include "runtime/torch_settings.h"
 
@@ -77,6 +80,8 @@ struct Flags {
   bool jit_optimize = false;
   std::string gate = "auto";  // auto (on with CUDA), on, off
   std::string param_layout = "original";  // original | stacked (passes/stacked_parameters.h)
+  std::string timing = "auto";  // how the gate times steps: auto | interpreter | executor
+  sentier::StepTiming gate_timing = sentier::StepTiming::kInterpreter;  // --timing, resolved
 };
 
 // One measured variant (last benchmark run of it).
@@ -290,6 +295,7 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
     cost.inference_too = true;
     cost.verify_each = false;  // the final artifact is checked below
     cost.optimize.stacked_parameters = flags.param_layout == "stacked";
+    cost.timing = flags.gate_timing;
     auto sel = SelectRulesByMeasurement(orig_path, bm.inputs(p->batch), rules, cost);
     p->gate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
     if (!sel.ok()) throw std::runtime_error(std::string(sel.status().message()));
@@ -374,9 +380,9 @@ std::string Ratio(double a, double b) {
 }
 
 void PrintSummary(const Flags& flags, const c10::Device& device) {
-  std::printf("\n## model_bench summary (%s, fp32, graph executor optimize %s%s)\n\n",
+  std::printf("\n## model_bench summary (%s, fp32, graph executor optimize %s, gate timing %s%s)\n\n",
               device.is_cuda() ? "CUDA" : "CPU", flags.jit_optimize ? "on" : "off",
-              flags.smoke ? ", --smoke" : "");
+              std::string(sentier::StepTimingName(flags.gate_timing)).c_str(), flags.smoke ? ", --smoke" : "");
   std::printf("aten ops = top-level aten ops (CPU-side proxy for kernel launches, not CUDA kernels)\n\n");
   std::printf("| model | batch | Sentier opt ms | nodes | fwd aten ops | infer rows/s orig -> opt | "
               "train rows/s orig -> opt | train-step aten ops | peak MiB/step (train) | check | gate |\n");
@@ -432,6 +438,8 @@ Flags ParseFlags(int* argc, char** argv) {
       f.export_dir = v;
     } else if (value("--gate=", &v)) {
       f.gate = v;
+    } else if (value("--timing=", &v)) {
+      f.timing = v;
     } else {
       argv[out++] = argv[i];
     }
@@ -471,6 +479,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   bool gate = flags.gate == "on" || (flags.gate == "auto" && cuda);
+  absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(flags.timing);
+  if (!timing.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(timing.status().message()).c_str());
+    return 2;
+  }
+  flags.gate_timing = *timing;
 
   auto rules = sentier::LoadRules({sentier::DefaultRulesDir()});
   if (!rules.ok()) {
@@ -493,7 +507,7 @@ int main(int argc, char** argv) {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "model %s: %s\n", name.c_str(), e.what());
-      return 1;
+      return sentier::FinishProcess(1);
     }
   }
   // Torch's own threads: leave the defaults (all cores), as a serving process would.
@@ -511,5 +525,5 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   PrintSummary(flags, device);
-  return 0;
+  return sentier::FinishProcess(0);  // a gate timing thread left behind: _exit (progress_deadline.h)
 }
