@@ -44,6 +44,20 @@ std::shared_ptr<const RuleSet> Library() {
   return rules;
 }
 
+// Saves the example to `path`, loads it back as sentier_opt does and optimizes its graph with the
+// shipped rules and sample inputs of 64 rows; `*model` is the optimized model, to be saved.
+absl::StatusOr<OptimizeReport> OptimizeExample(const ExampleModel& ex, const std::string& path, Model* model) {
+  ex.module.save(path);
+  auto loaded = LoadModel(path);
+  if (!loaded.ok()) return loaded.status();
+  *model = *loaded;
+  std::vector<c10::IValue> samples = {model->module._ivalue()};
+  for (const c10::IValue& v : ex.inputs(64)) samples.push_back(v);
+  OptimizeOptions opts;
+  opts.sample_inputs = &samples;
+  return OptimizeGraph(model->graph, *Library(), opts);
+}
+
 class ModelEndToEndTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelEndToEndTest, OptimizedArtifactLoadsAndMatches) {
@@ -52,25 +66,18 @@ TEST_P(ModelEndToEndTest, OptimizedArtifactLoadsAndMatches) {
   std::string dir = TempDir();
   std::string in_path = absl::StrCat(dir, "/", ex.name, ".pt");
   std::string out_path = absl::StrCat(dir, "/", ex.name, ".opt.pt");
-  ex.module.save(in_path);
-
-  auto model = LoadModel(in_path);
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<c10::IValue> samples = {model->module._ivalue()};
-  for (const c10::IValue& v : ex.inputs(64)) samples.push_back(v);
-  OptimizeOptions opts;
-  opts.sample_inputs = &samples;
-  auto report = OptimizeGraph(model->graph, *Library(), opts);
+  Model model;
+  auto report = OptimizeExample(ex, in_path, &model);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->shape_facts) << report->shape_facts_error;
-  EXPECT_GT(report->stats.applications.size(), 0u) << "no rule fired\n" << model->graph->toString();
+  EXPECT_GT(report->stats.applications.size(), 0u) << "no rule fired\n" << model.graph->toString();
   EXPECT_TRUE(report->stats.errors.empty());
   // Only standard aten/prim ops in the result, and no loops left over split pieces.
-  for (const torch::jit::Node* n : model->graph->nodes()) {
+  for (const torch::jit::Node* n : model.graph->nodes()) {
     EXPECT_TRUE(n->kind().is_aten() || n->kind().is_prim()) << n->kind().toQualString();
-    EXPECT_NE(n->kind(), c10::prim::Loop) << model->graph->toString();
+    EXPECT_NE(n->kind(), c10::prim::Loop) << model.graph->toString();
   }
-  ASSERT_TRUE(SaveModel(*model, out_path).ok());
+  ASSERT_TRUE(SaveModel(model, out_path).ok());
 
   torch::jit::Module original = torch::jit::load(in_path);
   torch::jit::Module optimized = torch::jit::load(out_path);
@@ -224,15 +231,10 @@ namespace {
 // unbind_mix, optimized in memory (saved and loaded back, as published).
 torch::jit::Module OptimizedUnbindMix(const ExampleModel& ex) {
   std::string path = absl::StrCat(TempDir(), "/unbind_mix_exec.pt");
-  ex.module.save(path);
-  auto model = LoadModel(path);
-  EXPECT_TRUE(model.ok()) << model.status();
-  std::vector<c10::IValue> samples = {model->module._ivalue()};
-  for (const c10::IValue& v : ex.inputs(64)) samples.push_back(v);
-  OptimizeOptions opts;
-  opts.sample_inputs = &samples;
-  EXPECT_TRUE(OptimizeGraph(model->graph, *Library(), opts).ok());
-  EXPECT_TRUE(SaveModel(*model, path).ok());
+  Model model;
+  auto report = OptimizeExample(ex, path, &model);
+  EXPECT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(SaveModel(model, path).ok());
   torch::jit::Module optimized = torch::jit::load(path);
   std::remove(path.c_str());
   return optimized;
