@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
@@ -60,22 +61,30 @@ absl::Status RunWithProgressDeadline(ProgressWork work, absl::Duration stall_lim
       abandoned_ended.notify_all();
     }
   });
-  const auto limit = absl::ToChronoMilliseconds(stall_limit);
+  // Waits of at most a day (a limit up to absl::InfiniteDuration is counted down a day at a
+  // time): the clock's arithmetic must not overflow into a wait that ends at once.
   std::unique_lock<std::mutex> lock(shared->mu);
+  absl::Duration left = stall_limit;  // without progress, from the last progress
   while (!shared->done) {
     const long long seen = shared->progress;
-    bool moved = shared->changed.wait_for(lock, limit, [&] { return shared->done || shared->progress != seen; });
-    if (!moved) {
-      shared->left_behind = true;
-      {
-        std::lock_guard<std::mutex> count(abandoned_mu);
-        ++abandoned;
-      }
-      lock.unlock();
-      worker.detach();
-      return absl::DeadlineExceededError(
-          absl::StrCat("no progress within ", absl::FormatDuration(stall_limit), "; the work was left behind"));
+    const absl::Duration wait = std::min(left, absl::Hours(24));
+    bool moved = shared->changed.wait_for(lock, absl::ToChronoMilliseconds(wait),
+                                          [&] { return shared->done || shared->progress != seen; });
+    if (moved) {
+      left = stall_limit;
+      continue;
     }
+    left -= wait;
+    if (left > absl::ZeroDuration()) continue;
+    shared->left_behind = true;
+    {
+      std::lock_guard<std::mutex> count(abandoned_mu);
+      ++abandoned;
+    }
+    lock.unlock();
+    worker.detach();
+    return absl::DeadlineExceededError(
+        absl::StrCat("no progress within ", absl::FormatDuration(stall_limit), "; the work was left behind"));
   }
   absl::Status result = shared->result;
   lock.unlock();

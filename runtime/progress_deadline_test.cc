@@ -41,6 +41,20 @@ TEST(ProgressDeadlineTest, WorkThatFinishesGivesItsStatus) {
   EXPECT_EQ(thrown.message(), "from the step");
 }
 
+// A limit too large for the clock's arithmetic (--executor_stall_s=1e300) is no limit, not an
+// immediate one.
+TEST(ProgressDeadlineTest, AnEndlessLimitWaitsForTheWork) {
+  for (absl::Duration limit : {absl::InfiniteDuration(), absl::Seconds(1e300)}) {
+    absl::Status st = RunWithProgressDeadline(
+        [](const std::function<void()>&) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          return absl::OkStatus();
+        },
+        limit);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+}
+
 // Ten steps of 40 ms each take 400 ms, four times the 100 ms limit: the limit is on the time
 // between two progress calls.
 TEST(ProgressDeadlineTest, SlowWorkThatProgressesIsWaitedFor) {
