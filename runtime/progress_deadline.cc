@@ -37,19 +37,24 @@ struct Shared {
 
 absl::Status RunWithProgressDeadline(ProgressWork work, absl::Duration stall_limit) {
   auto shared = std::make_shared<Shared>();
-  std::thread worker([shared, work = std::move(work)] {
+  std::thread worker([shared, work = std::move(work)]() mutable {
     auto progress = [&shared] {
       std::lock_guard<std::mutex> lock(shared->mu);
       ++shared->progress;
       shared->changed.notify_all();
     };
     absl::Status st;
-    try {
-      st = work(progress);
-    } catch (const std::exception& e) {
-      st = absl::InternalError(e.what());
-    } catch (...) {
-      st = absl::InternalError("unknown exception");
+    {
+      // The work and what it owns (a model's copy, its tensors) are destroyed here, before the
+      // thread counts as ended: a process may exit normally once no thread left behind runs.
+      ProgressWork owned = std::move(work);
+      try {
+        st = owned(progress);
+      } catch (const std::exception& e) {
+        st = absl::InternalError(e.what());
+      } catch (...) {
+        st = absl::InternalError("unknown exception");
+      }
     }
     std::lock_guard<std::mutex> lock(shared->mu);
     shared->result = std::move(st);
