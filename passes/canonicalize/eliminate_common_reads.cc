@@ -111,7 +111,7 @@ bool EliminateCommonReads(const std::shared_ptr<torch::jit::Graph>& graph, PassC
   std::vector<Table> scopes;
   int64_t merged = 0;
   Visit(graph->block(), &scopes, /*getattr_ok=*/!AssignsAttributes(graph->block()), &merged);
-  if (counters != nullptr && merged > 0) (*counters)["cse.merged"] += merged;
+  AddCount(counters, "cse.merged", merged);
   return merged > 0;
 }
 

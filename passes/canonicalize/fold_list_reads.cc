@@ -167,11 +167,9 @@ bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters
   bool changed = literals > 0 || reads > 0;
   // LibTorch's pass builds an alias analysis: only when a ListConstruct is read.
   bool idioms = list_reads && torch::jit::PeepholeOptimizeListIdioms(graph);
-  if (counters != nullptr) {
-    if (literals > 0) (*counters)["fold_list_reads.constant_list_literals"] += literals;
-    if (reads > 0) (*counters)["fold_list_reads.constant_lists"] += reads;
-    if (idioms) ++(*counters)["fold_list_reads.list_idioms"];
-  }
+  AddCount(counters, "fold_list_reads.constant_list_literals", literals);
+  AddCount(counters, "fold_list_reads.constant_lists", reads);
+  AddCount(counters, "fold_list_reads.list_idioms", idioms ? 1 : 0);
   return changed || idioms;
 }
 

@@ -122,7 +122,7 @@ void FoldStateFacts(Value* state, const c10::IValue& value, PassCounters* counte
     }
     n->output()->replaceAllUsesWith(c);
     *changed = true;
-    if (counters != nullptr) ++(*counters)[counter];
+    AddCount(counters, counter);
   };
   for (Node* dim : dims) fold(dim, static_cast<int64_t>(value.toTensor().dim()), "fold_module_attributes.ranks");
   for (Node* cmp : checks) fold(cmp, cmp->kind() == c10::aten::ne, "fold_module_attributes.dtype_checks");
@@ -159,7 +159,7 @@ void Fold(Block* b, const ModuleObjectMap& objects, const absl::flat_hash_set<st
     if (!c) continue;
     n->output()->replaceAllUsesWith(*c);
     *changed = true;
-    if (counters != nullptr) ++(*counters)["fold_module_attributes.attributes"];
+    AddCount(counters, "fold_module_attributes.attributes");
   }
 }
 

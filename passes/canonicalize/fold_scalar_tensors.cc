@@ -111,7 +111,7 @@ void Fold(Block* b, PassCounters* counters, bool* changed) {
     c10::optional<IntExpr> e = ToInt(n->input(), n, /*build=*/true);
     n->output()->replaceAllUsesWith(e->value);
     *changed = true;
-    if (counters != nullptr) ++(*counters)["fold_scalar_tensors.ints"];
+    AddCount(counters, "fold_scalar_tensors.ints");
   }
 }
 

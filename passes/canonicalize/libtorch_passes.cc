@@ -70,11 +70,6 @@ bool MutatesList(Node* n) {
   return false;
 }
 
-
-void Note(PassCounters* counters, const char* key, int64_t n = 1) {
-  if (counters != nullptr && n != 0) (*counters)[key] += n;
-}
-
 }  // namespace
 
 bool InlineCalls(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
@@ -83,21 +78,21 @@ bool InlineCalls(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
   });
   if (!calls) return false;
   torch::jit::Inline(*graph);
-  Note(counters, "inline_calls.graphs");
+  AddCount(counters, "inline_calls.graphs");
   return true;
 }
 
 bool PropagateConstants(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
   std::shared_ptr<Graph> g = graph;
   bool changed = torch::jit::ConstantPropagationImmutableTypes(g);
-  Note(counters, "constant_propagation.changed", changed);
+  AddCount(counters, "constant_propagation.changed", changed);
   return changed;
 }
 
 bool RemoveListMutations(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
   if (!Any(graph->block(), MutatesList)) return false;
   bool changed = torch::jit::RemoveListMutation(graph);
-  Note(counters, "remove_list_mutation.changed", changed);
+  AddCount(counters, "remove_list_mutation.changed", changed);
   return changed;
 }
 
@@ -110,7 +105,7 @@ bool LowerTuples(const std::shared_ptr<Graph>& graph, PassCounters* counters) {
   int64_t before = Count(graph->block());
   torch::jit::LowerSimpleTuples(graph);
   int64_t removed = before - Count(graph->block());
-  Note(counters, "lower_tuples.nodes_removed", removed);
+  AddCount(counters, "lower_tuples.nodes_removed", removed);
   return removed != 0;
 }
 
@@ -136,7 +131,7 @@ bool EliminateDeadNodes(const std::shared_ptr<Graph>& graph, PassCounters* count
     torch::jit::EliminateDeadCode(graph);
     removed += before - Count(graph->block());
   }
-  Note(counters, "dead_code.nodes_removed", removed);
+  AddCount(counters, "dead_code.nodes_removed", removed);
   return removed != 0;
 }
 

@@ -32,6 +32,11 @@ namespace sentier {
 
 using PassCounters = std::map<std::string, int64_t>;
 
+// AddCount: adds n to counters[key] (nothing when counters is null or n is 0).
+inline void AddCount(PassCounters* counters, const std::string& key, int64_t n = 1) {
+  if (counters != nullptr && n != 0) (*counters)[key] += n;
+}
+
 // --- Sentier's own passes ---------------------------------------------------------------------
 
 // FoldModuleAttributes: prim::GetAttr of a module attribute that is not a parameter, buffer or

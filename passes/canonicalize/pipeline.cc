@@ -186,7 +186,7 @@ bool Canonicalize(const std::shared_ptr<Graph>& graph, const CanonicalizeOptions
       // iteration.
       if (pass.name != "dead_code") any = true;
       changed = true;
-      if (counters != nullptr) ++(*counters)[pass.name];
+      AddCount(counters, pass.name);
       if (options.after_pass) options.after_pass(pass.name, *graph);
     }
     if (!any) break;

@@ -85,7 +85,7 @@ bool UnrollKnownLoops(const std::shared_ptr<Graph>& graph, PassCounters* counter
     for (Node* n : loop->blocks().at(0)->nodes()) has_inner |= n->kind() == c10::prim::Loop;
     bool did = UnrollOne(loop, max_unrolled_nodes);
     changed |= did;
-    if (did && counters != nullptr) ++(*counters)["unroll_loops.loops"];
+    if (did) AddCount(counters, "unroll_loops.loops");
     if (did && has_inner) break;
   }
   return changed;

@@ -26,9 +26,6 @@ using torch::jit::Value;
 const c10::Symbol kIs = c10::Symbol::fromQualString("aten::__is__");
 const c10::Symbol kIsNot = c10::Symbol::fromQualString("aten::__isnot__");
 
-void Count(PassCounters* counters, const char* what) {
-  if (counters != nullptr) ++(*counters)[what];
-}
 
 bool AlwaysRaises(Block* b) {
   for (Node* n : b->nodes()) {
@@ -52,7 +49,7 @@ bool FoldNoneCheck(Node* n, PassCounters* counters) {
     c = n->owningGraph()->insertConstant(n->kind() == kIsNot);
   }
   n->output()->replaceAllUsesWith(c);
-  Count(counters, "unwrap_raising_branches.none_checks");
+  AddCount(counters, "unwrap_raising_branches.none_checks");
   return true;
 }
 
@@ -64,7 +61,7 @@ bool FoldNoOpCast(Node* n, PassCounters* counters) {
   c10::TypePtr out = c10::unshapedType(n->output()->type());
   if (!in->isSubtypeOf(*out)) return false;
   n->output()->replaceAllUsesWith(n->input());
-  Count(counters, "unwrap_raising_branches.casts");
+  AddCount(counters, "unwrap_raising_branches.casts");
   return true;
 }
 
@@ -87,7 +84,7 @@ bool UnwrapGuard(Node* n, PassCounters* counters) {
     for (Block* b : n->blocks()) b->eraseOutput(i);
     n->eraseOutput(i);
   }
-  Count(counters, "unwrap_raising_branches.guards");
+  AddCount(counters, "unwrap_raising_branches.guards");
   return true;
 }
 
