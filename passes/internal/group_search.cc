@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -118,14 +119,134 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts) {
   return false;
 }
 
+namespace {
+
+// Ops whose result has the shape of their first input, whatever their other arguments.
+bool KeepsInputShape(c10::Symbol k) {
+  static const char* kKinds[] = {
+      "aten::relu",    "aten::tanh",     "aten::sigmoid",     "aten::silu",       "aten::gelu",
+      "aten::dropout", "aten::detach",   "aten::contiguous",  "aten::layer_norm", "aten::softmax",
+      "aten::neg",     "aten::abs",      "aten::exp",         "aten::nan_to_num", "aten::log_softmax",
+      "aten::leaky_relu", "aten::elu",   "aten::hardtanh"};
+  for (const char* kind : kKinds) {
+    if (k == c10::Symbol::fromQualString(kind)) return true;
+  }
+  return false;
+}
+
+// Pointwise ops whose result has the shape of their first input when no other argument is a
+// tensor (`x * 0.5`, `x.clamp(0, 6)`; a tensor operand could broadcast the first one).
+bool KeepsInputShapeWithScalars(Node* n) {
+  static const char* kKinds[] = {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::clamp"};
+  bool pointwise = false;
+  for (const char* kind : kKinds) pointwise |= n->kind() == c10::Symbol::fromQualString(kind);
+  if (!pointwise) return false;
+  for (size_t i = 1; i < n->inputs().size(); ++i) {
+    if (n->input(i)->type()->kind() == c10::TypeKind::TensorType ||
+        n->input(i)->type()->kind() == c10::TypeKind::OptionalType) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// CollectDimZeroJoins: the nodes that make the tensors they join agree on dim 0 and that `v`
+// reaches through ops whose result keeps `v`'s dim 0 as its own (KeepsInputShape, pointwise ops
+// with scalars, and a linear on a tensor of rank 2 or more): an `aten::cat` along another dim
+// and an `aten::stack` (any dim), each of a ListConstruct used by nothing else (so no element
+// can be taken out before the join). `rank`: the rank of `v` and so of every tensor on the path;
+// `budget` bounds the uses looked at.
+void CollectDimZeroJoins(Value* v, int64_t rank, int* budget, std::vector<Node*>* joins) {
+  for (const torch::jit::Use& u : v->uses()) {
+    if (--*budget < 0) return;
+    Node* user = u.user;
+    if (user->kind() == c10::prim::ListConstruct) {
+      const auto& list_uses = user->output()->uses();
+      bool only_joins = !list_uses.empty();
+      std::vector<Node*> found;
+      for (const torch::jit::Use& lu : list_uses) {
+        Node* j = lu.user;
+        c10::optional<Datum> dim;
+        if (lu.offset == 0 && j->inputs().size() == 2) dim = DatumFromConstant(j->input(1));
+        if (!dim || dim->kind != Datum::Kind::kInt) {
+          only_joins = false;
+          break;
+        }
+        const int64_t d = dim->i < 0 ? dim->i + rank : dim->i;
+        if (j->kind() == c10::aten::stack || (j->kind() == c10::aten::cat && d > 0 && d < rank)) {
+          found.push_back(j);
+        } else if (j->kind() != c10::aten::cat) {
+          only_joins = false;
+          break;
+        }
+      }
+      if (only_joins) joins->insert(joins->end(), found.begin(), found.end());
+      continue;
+    }
+    if (u.offset != 0 || user->outputs().size() != 1) continue;
+    const bool keeps_dim0 = user->kind() == c10::aten::linear ? rank >= 2
+                                                              : KeepsInputShape(user->kind()) ||
+                                                                    KeepsInputShapeWithScalars(user);
+    if (keeps_dim0) CollectDimZeroJoins(user->output(), rank, budget, joins);
+  }
+}
+
+// JoinedOnDimZero: `a` and `b` agree on every dim but dim 0 (static and equal in the facts, rank
+// 2 or more), and the graph joins them on dim 0 wherever it returns: tensors that keep their dim
+// 0 reach one cat along another dim (or one stack) that runs whenever the graph returns — in
+// its top block, or in the block that defines both. Equal sizes then follow for every input the
+// graph accepts: any other input makes the join raise. This is how per-feature list and dict
+// inputs (`xs[i]`, `feats["user"]`, separate tensor arguments) are proven equal-shaped.
+bool JoinedOnDimZero(Value* a, Value* b, const ShapeFacts* facts) {
+  if (facts == nullptr) return false;
+  const TensorFact* fa = facts->Find(a);
+  const TensorFact* fb = facts->Find(b);
+  if (fa == nullptr || fb == nullptr || fa->sizes.size() != fb->sizes.size()) return false;
+  const int64_t rank = static_cast<int64_t>(fa->sizes.size());
+  if (rank < 2 || fa->dynamic.size() != fa->sizes.size() || fb->dynamic.size() != fb->sizes.size()) {
+    return false;
+  }
+  for (int64_t d = 1; d < rank; ++d) {
+    if (fa->dynamic[d] || fb->dynamic[d] || fa->sizes[d] != fb->sizes[d]) return false;
+  }
+  if (!fa->dynamic[0] && !fb->dynamic[0] && fa->sizes[0] != fb->sizes[0]) return false;
+  std::vector<Node*> ja, jb;
+  int budget = 256;
+  CollectDimZeroJoins(a, rank, &budget, &ja);
+  budget = 256;
+  CollectDimZeroJoins(b, rank, &budget, &jb);
+  torch::jit::Block* top = a->owningGraph()->block();
+  torch::jit::Block* defining = a->node()->owningBlock();
+  for (Node* j : ja) {
+    if (std::find(jb.begin(), jb.end(), j) == jb.end()) continue;
+    if (j->owningBlock() == top ||
+        (j->owningBlock() == defining && b->node()->owningBlock() == defining)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// SameShapeByConstruction: the cases ProvablySameShape proves from how a and b are made.
+bool SameShapeByConstruction(Value* a, Value* b, const ShapeFacts* facts, int depth);
+
+}  // namespace
+
 // ProvablySameShape: a and b have equal sizes for every input the graph accepts, whatever the
 // batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; pieces
 // of two unbinds (or equal sections of two splits) on one dim of provably equal tensors;
 // selections on one dim of provably equal tensors (any indices), and slices of them with equal
 // constant bounds; the same shape-preserving op (pointwise, layer_norm, dropout, detach, linear
 // with weights of equal static sizes) applied to provably equal-shaped tensors and equal
-// constants.
+// constants; and tensors equal but for dim 0 that the graph joins on dim 0 (JoinedOnDimZero).
 bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
+  if (depth > 48) return false;
+  return SameShapeByConstruction(a, b, facts, depth) || JoinedOnDimZero(a, b, facts);
+}
+
+namespace {
+
+bool SameShapeByConstruction(Value* a, Value* b, const ShapeFacts* facts, int depth) {
   if (a == b) return true;
   if (depth > 48) return false;
   Node* na = a->node();
@@ -203,6 +324,8 @@ bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
   }
   return true;
 }
+
+}  // namespace
 
 bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                       GroupMember* out, bool stacked_parameters) {

@@ -240,6 +240,76 @@ graph(%d : Dict(str, Tensor), %w : Dict(str, Tensor)):
   EXPECT_EQ(m.last_input_def, g.node("c"));  // %w has another use: its read stays
 }
 
+
+// Per-feature inputs (`xs[i]` of a list input) have batch sizes of their own; a cat along dim 1
+// that every one reaches through ops keeping dim 0 proves them equal for every input the graph
+// accepts. A cat along dim 0, a join only some reach, a path through a transpose, a list that
+// is mutated before the join, a join inside a branch, or unequal other dims prove nothing.
+TensorFact BatchFact(int64_t batch, int64_t width) {
+  TensorFact f;
+  f.sizes = {batch, width};
+  f.dynamic = {true, false};
+  f.sizes_at_double_batch = {2 * batch, width};
+  return f;
+}
+
+TEST(GroupSearchTest, ProvablySameShapeSeesInputsJoinedOnDimZero) {
+  auto g = ParseGraph(R"IR(
+graph(%xs : Tensor[], %w : Float(16, 8), %flag : bool):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %three : int = prim::Constant[value=3]()
+  %four : int = prim::Constant[value=4]()
+  %five : int = prim::Constant[value=5]()
+  %six : int = prim::Constant[value=6]()
+  %half : float = prim::Constant[value=0.5]()
+  %none : NoneType = prim::Constant()
+  %a : Tensor = aten::__getitem__(%xs, %zero)
+  %b : Tensor = aten::__getitem__(%xs, %one)
+  %c : Tensor = aten::__getitem__(%xs, %two)
+  %d : Tensor = aten::__getitem__(%xs, %three)
+  %e : Tensor = aten::__getitem__(%xs, %four)
+  %f : Tensor = aten::__getitem__(%xs, %five)
+  %h : Tensor = aten::__getitem__(%xs, %six)
+  %la : Tensor = aten::linear(%a, %w, %none)
+  %ra : Tensor = aten::relu(%la)
+  %mb : Tensor = aten::mul(%b, %half)
+  %lb : Tensor = aten::linear(%mb, %w, %none)
+  %rb : Tensor = aten::tanh(%lb)
+  %tc : Tensor = aten::t(%c)
+  %l1 : Tensor[] = prim::ListConstruct(%ra, %rb, %tc)
+  %y1 : Tensor = aten::cat(%l1, %one)
+  %l0 : Tensor[] = prim::ListConstruct(%a, %d)
+  %y0 : Tensor = aten::cat(%l0, %zero)
+  %le : Tensor[] = prim::ListConstruct(%a, %e)
+  %x : Tensor = aten::__getitem__(%le, %one)
+  %ye : Tensor = aten::cat(%le, %one)
+  %yf : Tensor = prim::If(%flag)
+    block0():
+      %lf : Tensor[] = prim::ListConstruct(%a, %f)
+      %zf : Tensor = aten::cat(%lf, %one)
+      -> (%zf)
+    block1():
+      -> (%a)
+  %lh : Tensor[] = prim::ListConstruct(%a, %h)
+  %yh : Tensor = aten::stack(%lh, %one)
+  return (%y1, %y0, %ye, %x, %yf, %yh)
+)IR");
+  ShapeFacts facts;
+  for (const char* v : {"a", "b", "c", "d", "e", "f", "h"}) facts.Set(g.value(v), BatchFact(4, 8));
+  EXPECT_TRUE(ProvablySameShape(g.value("a"), g.value("b"), &facts));   // via linear, mul, tanh
+  EXPECT_TRUE(ProvablySameShape(g.value("b"), g.value("a"), &facts));
+  EXPECT_TRUE(ProvablySameShape(g.value("a"), g.value("h"), &facts));   // stack: any dim
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("c"), &facts));  // transposed on the way
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("d"), &facts));  // joined along dim 0
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("e"), &facts));  // list read otherwise
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("f"), &facts));  // join in a branch
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("b"), nullptr));  // no facts, no ranks
+  facts.Set(g.value("b"), BatchFact(4, 6));
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("b"), &facts));  // other dims differ
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace sentier
