@@ -10,7 +10,7 @@ reset to None). Prints the per-round ratios and their median.
 
     python3 tools/gpu/ab_time.py --a ORIGINAL.pt --b OPTIMIZED.pt --inputs inputs.pt
         [--rounds 10] [--steps 20] [--label NAME] [--infer] [--optimizer none|sgd|adam]
-        [--b_compile_optimus CORPUS_MODEL]
+        [--b_compile_optimus CORPUS_MODEL] [--device cuda|cpu]
 
 --optimizer: the training step also runs torch.optim.SGD (momentum 0.9) or Adam's step() and
 zero_grad() (their defaults: the multi-tensor implementation on CUDA), as a training loop does;
@@ -33,12 +33,12 @@ import torch
 from train_client import float_tensors, to_device
 
 
-def load_inputs(path):
+def load_inputs(path, device):
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - older formats
         obj = torch.load(path, map_location="cpu", weights_only=False)
-    return to_device(obj if isinstance(obj, tuple) else (obj,), "cuda")
+    return to_device(obj if isinstance(obj, tuple) else (obj,), device)
 
 
 def compiled_optimus(name, archive):
@@ -58,11 +58,11 @@ def compiled_optimus(name, archive):
     return torch.compile(module), module.parameters()
 
 
-def make_step(path, inputs, infer, optimizer="none", compile_name=""):
+def make_step(path, inputs, infer, optimizer="none", compile_name="", device="cuda"):
     if compile_name:
         m, params = compiled_optimus(compile_name, path)
     else:
-        m = torch.jit.load(path, map_location="cuda")
+        m = torch.jit.load(path, map_location=device)
         params = m.parameters()
     params = [p for p in params if p.is_floating_point()]
     for p in params:
@@ -93,13 +93,14 @@ def make_step(path, inputs, infer, optimizer="none", compile_name=""):
     return step
 
 
-def round_ms(step, steps):
+def round_ms(step, steps, device):
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     times = []
     for _ in range(steps):
-        torch.cuda.synchronize()
+        sync()
         t = time.perf_counter()
         step()
-        torch.cuda.synchronize()
+        sync()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
 
@@ -115,12 +116,16 @@ def main():
     ap.add_argument("--infer", action="store_true")
     ap.add_argument("--optimizer", default="none", choices=["none", "sgd", "adam"])
     ap.add_argument("--b_compile_optimus", default="", help="corpus model name (B = torch.compile)")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                    help="where both models run (cpu: e.g. Debian's torch 1.13, no GPU)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    inputs = load_inputs(a.inputs)
-    sa = make_step(a.a, inputs, a.infer, a.optimizer)
-    sb = make_step(a.b, inputs, a.infer, a.optimizer, a.b_compile_optimus)
+    if a.b_compile_optimus and a.device != "cuda":
+        ap.error("--b_compile_optimus runs on cuda only")
+    inputs = load_inputs(a.inputs, a.device)
+    sa = make_step(a.a, inputs, a.infer, a.optimizer, device=a.device)
+    sb = make_step(a.b, inputs, a.infer, a.optimizer, a.b_compile_optimus, a.device)
     for _ in range(6):
         sa()
         sb()
@@ -128,9 +133,9 @@ def main():
     for r in range(a.rounds):
         order = (sa, sb) if r % 2 == 0 else (sb, sa)
         for s in order:
-            (ra if s is sa else rb).append(round_ms(s, a.steps))
+            (ra if s is sa else rb).append(round_ms(s, a.steps, a.device))
     ratios = [x / y for x, y in zip(ra, rb)]
-    res = {"label": a.label, "step": "inference" if a.infer else "training",
+    res = {"label": a.label, "device": a.device, "step": "inference" if a.infer else "training",
            "optimizer": a.optimizer, "b": "compile_optimus" if a.b_compile_optimus else a.b,
            "a_ms": statistics.median(ra), "b_ms": statistics.median(rb),
            "speedup_median": statistics.median(ratios), "speedup_min": min(ratios),
