@@ -610,8 +610,14 @@ class Gen {
     Shape xs = pool_[x].shape;
     int64_t in = xs.back(), out = R(1, 6);
     bool bias = P(0.75);
+    // Per-feature inputs (`xs[i]` of a list input, separate arguments), one per member, whose
+    // results are joined side by side (the group search proves their batch sizes equal from
+    // that join) or, as a negative case, along dim 0.
+    const bool per_feature = !same_input && k >= 2 && xs.size() == 2 && P(0.3);
+    std::vector<std::string> joined;
     for (int64_t i = 0; i < k; ++i) {
-      int xi = same_input || i == 0 ? x : SameShape(x);
+      int xi = per_feature ? (i == 0 && pool_[x].input ? x : NewInput(xs))
+                           : same_input || i == 0 ? x : SameShape(x);
       if (same_input && P(0.5)) out = R(1, 6);
       std::string w = Param({out, in});
       std::string b = bias ? Param({out}) : None();
@@ -638,6 +644,17 @@ class Gen {
       Shape s = xs;
       s.back() = out;
       Add(y, s, false);
+      if (per_feature) joined.push_back(Use(pool_.size() - 1));
+    }
+    if (per_feature) {
+      const bool side_by_side = P(0.75);
+      Shape s = xs;
+      if (side_by_side) {
+        s.back() = out * k;
+      } else {
+        s[0] *= k;
+      }
+      Add(Cat(joined, side_by_side ? 1 : 0, 2, "cat"), s, false);
     }
   }
 

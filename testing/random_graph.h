@@ -6,7 +6,8 @@
 // squeeze/unsqueeze, reshape, permute, linear, layer_norm, addcmul feeding baddbmm, pointwise
 // unary (relu, tanh, sigmoid, gelu, silu, clamp, nan_to_num, dropout, detach) and binary (add,
 // sub, mul, div) ops, embedding lookups per column of a Long index input, often in groups of
-// identical independent ops, with fan-out and reuse of pieces, and in
+// identical independent ops (linears on one input each, joined side by side or along dim 0,
+// among them), with fan-out and reuse of pieces, and in
 // some graphs in-place ops (relu_, add_) on values and on views of them. Shapes are tracked while
 // generating, so every graph runs at the sample batch size. The same (seed, steps) always gives
 // the same text; a smaller `steps` gives a prefix of the same graph's body.
