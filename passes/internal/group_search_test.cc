@@ -240,7 +240,6 @@ graph(%d : Dict(str, Tensor), %w : Dict(str, Tensor)):
   EXPECT_EQ(m.last_input_def, g.node("c"));  // %w has another use: its read stays
 }
 
-
 // Per-feature inputs (`xs[i]` of a list input) have batch sizes of their own; a cat along dim 1
 // that every one reaches through ops keeping dim 0 proves them equal for every input the graph
 // accepts. A cat along dim 0, a join only some reach, a path through a transpose, a list that
