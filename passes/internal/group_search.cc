@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -121,26 +122,29 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts) {
 
 namespace {
 
-// Ops whose result has the shape of their first input, whatever their other arguments.
-bool KeepsInputShape(c10::Symbol k) {
-  static const char* kKinds[] = {
-      "aten::relu",    "aten::tanh",     "aten::sigmoid",     "aten::silu",       "aten::gelu",
-      "aten::dropout", "aten::detach",   "aten::contiguous",  "aten::layer_norm", "aten::softmax",
-      "aten::neg",     "aten::abs",      "aten::exp",         "aten::nan_to_num", "aten::log_softmax",
-      "aten::leaky_relu", "aten::elu",   "aten::hardtanh"};
-  for (const char* kind : kKinds) {
+bool OneOf(c10::Symbol k, std::initializer_list<const char*> kinds) {
+  for (const char* kind : kinds) {
     if (k == c10::Symbol::fromQualString(kind)) return true;
   }
   return false;
 }
 
+// Ops whose result has the shape of their first input, whatever their other arguments.
+bool KeepsInputShape(c10::Symbol k) {
+  return OneOf(k, {"aten::relu", "aten::tanh", "aten::sigmoid", "aten::silu", "aten::gelu",
+                   "aten::detach", "aten::nan_to_num", "aten::dropout", "aten::layer_norm",
+                   "aten::neg", "aten::abs", "aten::exp", "aten::contiguous", "aten::softmax"});
+}
+
+// Pointwise ops of a tensor and other operands (a tensor operand may broadcast the first one).
+bool PointwiseWithOperands(c10::Symbol k) {
+  return OneOf(k, {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::clamp"});
+}
+
 // Pointwise ops whose result has the shape of their first input when no other argument is a
-// tensor (`x * 0.5`, `x.clamp(0, 6)`; a tensor operand could broadcast the first one).
+// tensor (`x * 0.5`, `x.clamp(0, 6)`).
 bool KeepsInputShapeWithScalars(Node* n) {
-  static const char* kKinds[] = {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::clamp"};
-  bool pointwise = false;
-  for (const char* kind : kKinds) pointwise |= n->kind() == c10::Symbol::fromQualString(kind);
-  if (!pointwise) return false;
+  if (!PointwiseWithOperands(n->kind())) return false;
   for (size_t i = 1; i < n->inputs().size(); ++i) {
     if (n->input(i)->type()->kind() == c10::TypeKind::TensorType ||
         n->input(i)->type()->kind() == c10::TypeKind::OptionalType) {
@@ -294,14 +298,10 @@ bool SameShapeByConstruction(Value* a, Value* b, const ShapeFacts* facts, int de
     }
     return ProvablySameShape(na->input(0), nb->input(0), facts, depth + 1);
   }
-  static const char* kPreserving[] = {
-      "aten::relu",  "aten::tanh",   "aten::sigmoid",    "aten::silu",     "aten::gelu",
-      "aten::clamp", "aten::detach", "aten::nan_to_num", "aten::dropout",  "aten::layer_norm",
-      "aten::add",   "aten::sub",    "aten::mul",        "aten::div",      "aten::neg",
-      "aten::abs",   "aten::exp",    "aten::contiguous", "aten::softmax",  "aten::linear"};
-  bool preserving = false;
-  for (const char* k : kPreserving) preserving |= na->kind() == c10::Symbol::fromQualString(k);
-  if (!preserving) return false;
+  if (!KeepsInputShape(na->kind()) && !PointwiseWithOperands(na->kind()) &&
+      na->kind() != c10::aten::linear) {
+    return false;
+  }
   for (size_t k = 0; k < na->inputs().size(); ++k) {
     Value* x = na->input(k);
     Value* y = nb->input(k);
