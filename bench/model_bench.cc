@@ -1,9 +1,9 @@
 // model_bench.cc — original vs Sentier-optimized, side by side, on the models of bench/models.h.
 //
-// For every model: build it, save it, load it back and optimize its forward graph in-process
-// with the shipped rules (timed), save the artifact and load it back (what would be published);
-// check once that the optimized model is equivalent (EquivalenceChecker: outputs and gradients
-// against a float64 reference); then benchmark both models:
+// For every model: build it, save it, and run it through the optimization pipeline sentierd runs
+// (runtime/pipeline.h: the gate, the shipped rules, save, the EquivalenceChecker once on outputs
+// and gradients against a float64 reference, the timed verdict on CUDA); load back what would be
+// published; then benchmark both models:
 //   <model>/infer/{original,sentier}   forward under no_grad              -> rows/s
 //   <model>/train/{original,sentier}   forward + backward + SGD step       -> rows/s
 //                                      (p -= lr * p.grad under no_grad, grads set to None)
@@ -59,6 +59,7 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
+#include "runtime/pipeline.h"
 #include "runtime/progress_deadline.h"
 #include "runtime/step_memory.h"
 #include "runtime/torch_settings.h"
@@ -101,7 +102,8 @@ struct Prepared {
   std::vector<at::Tensor> original_params, optimized_params;
   std::vector<c10::IValue> inputs;  // on the device
   double optimize_ms = 0;            // OptimizeGraph
-  double optimize_total_ms = 0;      // load + optimize + save + load back
+  double optimize_total_ms = 0;      // the pipeline without the gate (load, optimize, save,
+                                     // validate) + load back
   int64_t nodes_before = 0, nodes_after = 0;
   int64_t rule_applications = 0;
   int64_t fwd_ops_original = -1, fwd_ops_optimized = -1;
@@ -264,8 +266,79 @@ std::string MakeDir(const Flags& flags, const std::string& model) {
   return dir;
 }
 
+// BenchRequest: the pipeline request sentierd would make on this device, for a bench model:
+// judged on the training step and the forward (mode both), the gate timed at the bench batch,
+// the artifact validated once (one trial, and twice its batch) at a moderate batch.
+PipelineRequest BenchRequest(const Flags& flags, const BenchModel& bm, const Prepared& p,
+                             std::shared_ptr<const RuleSet> rules, bool gate) {
+  PipelineRequest req;
+  req.inputs = bm.inputs(std::min<int64_t>(p.batch, 512));
+  if (gate) req.timing_inputs = bm.inputs(p.batch);
+  req.rules = std::move(rules);
+  req.mode = ValidationMode::kBoth;
+  req.param_layout = flags.param_layout == "stacked" ? ParameterLayout::kStacked : ParameterLayout::kOriginal;
+  req.device = p.device.is_cuda() ? Device::kCuda : Device::kCpu;
+  req.select = gate;
+  req.timing = flags.gate_timing;
+  req.validate = true;
+  req.validation_trials = 1;
+  return req;
+}
+
+// RecordOutcome: what the pipeline decided, in the bench's columns.
+void RecordOutcome(const Outcome& out, bool gate, Prepared* p) {
+  if (out.failed_stage && *out.failed_stage != PipelineStage::kValidate) throw std::runtime_error(out.reason);
+  p->optimize_ms = out.optimization->optimize_ms;
+  p->nodes_before = out.optimization->nodes_before;
+  p->nodes_after = out.optimization->nodes_after;
+  p->rule_applications = out.rewrites;
+  auto select_ms = out.timings_ms.find("select");
+  p->gate_s = select_ms == out.timings_ms.end() ? 0.0 : select_ms->second / 1000.0;
+  if (out.selection) {
+    for (const std::string& line : out.selection->log) std::fprintf(stderr, "  gate %s: %s\n", p->name.c_str(), line.c_str());
+    p->gate = out.selection->dropped.empty() ? std::string("all rules pay")
+                                             : absl::StrCat("dropped ", absl::StrJoin(out.selection->dropped, ","));
+  }
+  if (out.status == ReportStatus::kUnchanged && (gate || out.placement.timed)) {
+    p->gate = absl::StrCat("original kept (", DecisionClauseName(out.clause), ": ", out.reason, ")");
+  }
+  p->equivalent = out.status != ReportStatus::kRejected;
+  p->equivalence = out.validation ? absl::StrCat("equivalent (", out.validation->check.findings.size(), " tensors)")
+                   : p->equivalent ? std::string("the original")
+                                   : out.reason;
+}
+
+void ExportFiles(const std::string& dir, const BenchModel& bm, const Prepared& p,
+                 const std::vector<c10::IValue>& cpu_inputs) {
+  std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create(cpu_inputs));
+  std::ofstream(dir + "/inputs.pt", std::ios::binary).write(bytes.data(), bytes.size());
+  std::ofstream(dir + "/forward.py") << bm.source;
+  std::ofstream(dir + "/meta.txt") << "batch=" << p.batch << "\ndescription=" << bm.description
+                                   << "\noptimize_ms=" << p.optimize_ms << "\nequivalence=" << p.equivalence
+                                   << "\ngate=" << p.gate << "\n";
+}
+
+// PlaceOnDevice: both models and the bench inputs on the device, and their aten ops per forward.
+void PlaceOnDevice(const std::vector<c10::IValue>& cpu_inputs, Prepared* p) {
+  p->original.to(p->device);
+  p->optimized.to(p->device);
+  p->original_params = TrainableParams(p->original);
+  p->optimized_params = TrainableParams(p->optimized);
+  for (const c10::IValue& v : cpu_inputs) p->inputs.push_back(v.toTensor().to(p->device));
+  std::vector<c10::IValue> a = {p->original._ivalue()}, b = {p->optimized._ivalue()};
+  a.insert(a.end(), p->inputs.begin(), p->inputs.end());
+  b.insert(b.end(), p->inputs.begin(), p->inputs.end());
+  auto ca = CountAtenOps(p->original.get_method("forward").graph(), a);
+  auto cb = CountAtenOps(p->optimized.get_method("forward").graph(), b);
+  if (ca.ok()) p->fwd_ops_original = *ca;
+  if (cb.ok()) p->fwd_ops_optimized = *cb;
+  Sync(p->device);
+}
+
+// Prepare: the bench model saved, run through the optimization pipeline (runtime/pipeline.h) as
+// sentierd would on this device, both archives loaded back and placed on the device.
 std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
-                                  const RuleSet& rules, const c10::Device& device, bool gate) {
+                                  std::shared_ptr<const RuleSet> rules, const c10::Device& device, bool gate) {
   auto p = std::make_unique<Prepared>();
   BenchModel bm = MakeBenchModel(name);
   p->name = name;
@@ -275,102 +348,24 @@ std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
   std::string dir = MakeDir(flags, name);
   std::string orig_path = dir + "/original.pt", opt_path = dir + "/optimized.pt";
   bm.module.save(orig_path);
-
-  // Optimize a loaded copy, as sentier_opt does, with small sample inputs for shape facts.
+  PipelineRequest req = BenchRequest(flags, bm, *p, std::move(rules), gate);
+  req.model_path = orig_path;
+  req.artifact_path = opt_path;
   auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<Model> model = LoadModel(orig_path);
-  if (!model.ok()) throw std::runtime_error(std::string(model.status().message()));
-  std::vector<c10::IValue> samples = {model->module._ivalue()};
-  for (const c10::IValue& v : bm.inputs(kOptimizeSampleBatch)) samples.push_back(v);
-  // The never-slower gate, as sentierd applies it on a GPU: rules that do not pay at the bench
-  // batch are dropped (greedy ablation by measured training step + forward), and when even the
-  // best set is not faster in both, the artifact is the original graph.
-  const RuleSet* use = &rules;
-  std::shared_ptr<const RuleSet> selected;
-  if (gate) {
-    auto g0 = std::chrono::steady_clock::now();
-    CostOptions cost;
-    cost.device = device.is_cuda() ? sentier::Device::kCuda : sentier::Device::kCpu;
-    cost.training = true;
-    cost.inference_too = true;
-    cost.verify_each = false;  // the final artifact is checked below
-    cost.optimize.stacked_parameters = flags.param_layout == "stacked";
-    cost.timing = flags.gate_timing;
-    auto sel = SelectRulesByMeasurement(orig_path, bm.inputs(p->batch), rules, cost);
-    p->gate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
-    if (!sel.ok()) throw std::runtime_error(std::string(sel.status().message()));
-    for (const std::string& line : sel->log) std::fprintf(stderr, "  gate %s: %s\n", p->name.c_str(), line.c_str());
-    selected = sel->rules;  // empty when nothing pays
-    use = selected.get();
-    if (!sel->faster) {
-      p->gate = absl::StrFormat("original kept (best %.3f vs %.3f ms%s)", sel->optimized_ms, sel->original_ms,
-                                sel->log.empty() ? "" : absl::StrCat("; last: ", sel->log.back()));
-    } else {
-      p->gate = sel->dropped.empty() ? std::string("all rules pay")
-                                     : absl::StrCat("dropped ", absl::StrJoin(sel->dropped, ","));
-    }
-    t0 = std::chrono::steady_clock::now();
-  }
-  OptimizeOptions opts;
-  opts.sample_inputs = &samples;
-  opts.stacked_parameters = flags.param_layout == "stacked";
-  auto report = OptimizeGraph(model->graph, *use, opts);
-  if (!report.ok()) throw std::runtime_error(std::string(report.status().message()));
-  absl::Status saved = SaveModel(*model, opt_path);
-  if (!saved.ok()) throw std::runtime_error(std::string(saved.message()));
+  const Outcome out = OptimizeModel(req);
+  RecordOutcome(out, gate, p.get());
   p->original = torch::jit::load(orig_path, c10::Device(c10::kCPU));
   p->optimized = torch::jit::load(opt_path, c10::Device(c10::kCPU));
-  p->optimize_total_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  p->optimize_ms = report->optimize_ms;
-  p->nodes_before = report->nodes_before;
-  p->nodes_after = report->nodes_after;
-  for (const auto& kv : report->stats.applications) p->rule_applications += kv.second;
-
-  // Equivalence, once: outputs and gradients of inputs and parameters, on the bench device, at
-  // a moderate batch (and twice it).
-  CheckOptions check;
-  check.device = device.is_cuda() ? sentier::Device::kCuda : sentier::Device::kCpu;
-  check.trials = 1;
-  int64_t check_batch = std::min<int64_t>(p->batch, 512);
-  auto checked = EquivalenceChecker(check).Check(p->original, p->optimized, bm.inputs(check_batch));
-  if (!checked.ok()) {
-    p->equivalence = absl::StrCat("check failed to run: ", checked.status().message());
-  } else if (!checked->equivalent) {
-    p->equivalence = checked->first_failure;
-  } else {
-    p->equivalent = true;
-    p->equivalence = absl::StrCat("equivalent (", checked->findings.size(), " tensors)");
-  }
-
+  p->optimize_total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() -
+                         1000.0 * p->gate_s;
   std::vector<c10::IValue> cpu_inputs = bm.inputs(p->batch);
   if (!flags.export_dir.empty()) {
-    std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create(cpu_inputs));
-    std::ofstream(dir + "/inputs.pt", std::ios::binary).write(bytes.data(), bytes.size());
-    std::ofstream(dir + "/forward.py") << bm.source;
-    std::ofstream(dir + "/meta.txt") << "batch=" << p->batch << "\ndescription=" << bm.description
-                                     << "\noptimize_ms=" << p->optimize_ms
-                                     << "\nequivalence=" << p->equivalence
-                                     << "\ngate=" << p->gate << "\n";
+    ExportFiles(dir, bm, *p, cpu_inputs);
   } else {
     std::remove(orig_path.c_str());
     std::remove(opt_path.c_str());
   }
-
-  p->original.to(device);
-  p->optimized.to(device);
-  p->original_params = TrainableParams(p->original);
-  p->optimized_params = TrainableParams(p->optimized);
-  for (const c10::IValue& v : cpu_inputs) p->inputs.push_back(v.toTensor().to(device));
-
-  std::vector<c10::IValue> a = {p->original._ivalue()}, b = {p->optimized._ivalue()};
-  a.insert(a.end(), p->inputs.begin(), p->inputs.end());
-  b.insert(b.end(), p->inputs.begin(), p->inputs.end());
-  auto ca = CountAtenOps(p->original.get_method("forward").graph(), a);
-  auto cb = CountAtenOps(p->optimized.get_method("forward").graph(), b);
-  if (ca.ok()) p->fwd_ops_original = *ca;
-  if (cb.ok()) p->fwd_ops_optimized = *cb;
-  Sync(device);
+  PlaceOnDevice(cpu_inputs, p.get());
   return p;
 }
 
@@ -498,7 +493,7 @@ int main(int argc, char** argv) {
   for (const std::string& name : names) {
     try {
       auto start = std::chrono::steady_clock::now();
-      AllPrepared().push_back(Prepare(name, flags, **rules, device, gate));
+      AllPrepared().push_back(Prepare(name, flags, *rules, device, gate));
       const Prepared& p = *AllPrepared().back();
       std::fprintf(stderr, "  %s: batch %lld, gate: %s (%.1f s), optimized in %.1f ms (%lld -> %lld nodes, %lld rule applications), %s; set-up %.1f s\n",
                    name.c_str(), static_cast<long long>(p.batch), p.gate.c_str(), p.gate_s, p.optimize_ms,

@@ -40,6 +40,7 @@
 #include "tools/flags.h"
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
+#include "runtime/pipeline.h"
 #include "runtime/progress_deadline.h"
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"
@@ -109,296 +110,240 @@ int Fail(int code, const std::string& msg) {
   return code;
 }
 
-int Run() {
+// A bad flag or input: exit 2 with the message.
+struct Usage {
+  std::string message;
+};
+
+// Listings (--list_functions, --list_passes, and with the rules loaded --list_rules): printed,
+// then exit 0.
+bool PrintListing(const sentier::RuleSet* rules) {
   if (FLAGS_list_functions) {
     std::cout << sentier::DescribeLanguage() << "\n";
-    return kOk;
-  }
-  if (FLAGS_list_passes) {
+  } else if (FLAGS_list_passes) {
     for (const std::string& p : sentier::CanonicalPassNames()) std::cout << p << "\n";
-    return kOk;
-  }
-  std::vector<std::string> rule_paths;
-  if (FLAGS_rules.empty()) {
-    rule_paths.push_back(sentier::DefaultRulesDir());
-  } else {
-    rule_paths = absl::StrSplit(FLAGS_rules, ',', absl::SkipEmpty());
-  }
-  auto loaded = sentier::LoadRules(rule_paths);
-  if (!loaded.ok()) return Fail(kBadInput, std::string(loaded.status().message()));
-  auto rules = (*loaded)->Filter(FLAGS_enable, FLAGS_disable);
-  if (!rules.ok()) return Fail(kBadInput, std::string(rules.status().message()));
-  if (FLAGS_list_rules) {
-    for (size_t i = 0; i < (*rules)->size(); ++i) {
-      const sentier::Rule& r = (*rules)->rule(i);
+  } else if (FLAGS_list_rules && rules != nullptr) {
+    for (size_t i = 0; i < rules->size(); ++i) {
+      const sentier::Rule& r = rules->rule(i);
       std::cout << r.name << "\t" << r.family << "\t" << r.loc.file << ":" << r.loc.line << "\n";
     }
-    return kOk;
+  } else {
+    return false;
   }
-  // --print_ir_after: "final" (the bare flag), "all", or pass names (canonicalization passes and
-  // "rules", after each round of rules that changed the graph).
-  std::set<std::string> print_after;
-  bool print_after_all = false, print_final = false;
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<const sentier::RuleSet>> LoadSelectedRules() {
+  std::vector<std::string> paths;
+  if (FLAGS_rules.empty()) {
+    paths.push_back(sentier::DefaultRulesDir());
+  } else {
+    paths = absl::StrSplit(FLAGS_rules, ',', absl::SkipEmpty());
+  }
+  auto loaded = sentier::LoadRules(paths);
+  if (!loaded.ok()) return loaded.status();
+  return (*loaded)->Filter(FLAGS_enable, FLAGS_disable);
+}
+
+// IR printing (--print_ir_after): "final" (the bare flag), "all", or pass names (canonicalization
+// passes and "rules", after each round of rules that changed the graph).
+struct IrPrinting {
+  std::set<std::string> after;
+  bool all = false;
+  bool final = false;
+};
+
+absl::StatusOr<IrPrinting> ParseIrPrinting() {
+  IrPrinting p;
+  const auto& passes = sentier::CanonicalPassNames();
   for (absl::string_view name : absl::StrSplit(FLAGS_print_ir_after, ',', absl::SkipEmpty())) {
     if (name == "final") {
-      print_final = true;
+      p.final = true;
     } else if (name == "all") {
-      print_after_all = print_final = true;
+      p.all = p.final = true;
+    } else if (name != "rules" && std::find(passes.begin(), passes.end(), name) == passes.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--print_ir_after: unknown pass '", name, "' (passes: ",
+                                                     absl::StrJoin(passes, ", "), ", rules; or all, final)"));
     } else {
-      const auto& passes = sentier::CanonicalPassNames();
-      if (name != "rules" && std::find(passes.begin(), passes.end(), name) == passes.end()) {
-        return Fail(kBadInput, absl::StrCat("--print_ir_after: unknown pass '", name, "' (passes: ",
-                                            absl::StrJoin(passes, ", "), ", rules; or all, final)"));
-      }
-      print_after.insert(std::string(name));
+      p.after.insert(std::string(name));
     }
   }
+  return p;
+}
+
+// CheckPaths: the input and output are named, the output's kind fits the input's, and where the
+// results go is writable before any work starts.
+absl::Status CheckPaths() {
+  if (FLAGS_input.empty()) return absl::InvalidArgumentError("--input is required (see --help)");
+  if (FLAGS_output.empty()) return absl::InvalidArgumentError("--output is required (see --help)");
+  const bool out_ir = absl::EndsWith(FLAGS_output, ".ir");
+  if (!out_ir && !absl::EndsWith(FLAGS_output, ".pt")) {
+    return absl::InvalidArgumentError(absl::StrCat("--output '", FLAGS_output, "' must end in .pt or .ir"));
+  }
+  if (!out_ir && absl::EndsWith(FLAGS_input, ".ir")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write '", FLAGS_output, "': a .pt output needs a .pt input (text IR has no module)"));
+  }
+  for (const std::string& out : {FLAGS_output, FLAGS_report}) {
+    if (out.empty()) continue;
+    if (absl::Status writable = sentier::CheckWritableDirOf(out); !writable.ok()) return writable;
+  }
+  return absl::OkStatus();
+}
+
+// PrintInput: --print_ir_before and --dot_before show the graph the rules will see: inlined.
+absl::Status PrintInput() {
+  if (!FLAGS_print_ir_before && FLAGS_dot_before.empty()) return absl::OkStatus();
+  auto model = sentier::LoadModel(FLAGS_input);
+  if (!model.ok()) return model.status();
+  auto copy = model->graph->copy();
+  torch::jit::Inline(*copy);
+  if (FLAGS_print_ir_before) std::cout << "// ----- IR before sentier -----\n" << copy->toString();
+  if (FLAGS_dot_before.empty()) return absl::OkStatus();
+  return sentier::WriteFileAtomically(FLAGS_dot_before, sentier::GraphToDot(*copy));
+}
+
+// GateDevice: --device for --cost=measure (auto: CUDA where there is one).
+absl::StatusOr<sentier::Device> GateDevice() {
+  const bool cuda = torch::cuda::is_available();
+  absl::StatusOr<sentier::DeviceRequest> device = sentier::ParseDeviceRequest(FLAGS_device);
+  if (!device.ok()) return absl::InvalidArgumentError("--device must be auto, cpu or cuda");
+  if (*device == sentier::DeviceRequest::kCuda && !cuda) {
+    return absl::InvalidArgumentError("--device=cuda but no CUDA device is available");
+  }
+  const bool use_cuda = *device == sentier::DeviceRequest::kCuda || (*device == sentier::DeviceRequest::kAuto && cuda);
+  return use_cuda ? sentier::Device::kCuda : sentier::Device::kCpu;
+}
+
+// CostFlags: --cost, --device, --memory_margin, --timing and --executor_stall_s into the request.
+absl::Status CostFlags(sentier::PipelineRequest* req) {
+  absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(FLAGS_timing);
+  if (!timing.ok()) return timing.status();
+  if (!(FLAGS_executor_stall_s >= 0)) return absl::InvalidArgumentError("--executor_stall_s must be >= 0");
+  if (FLAGS_cost == "none") return absl::OkStatus();
+  if (FLAGS_cost != "measure") {
+    return absl::InvalidArgumentError(absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
+  }
+  if (FLAGS_inputs.empty() || !absl::EndsWith(FLAGS_input, ".pt")) {
+    return absl::InvalidArgumentError("--cost=measure needs a .pt model and --inputs");
+  }
+  auto device = GateDevice();
+  if (!device.ok()) return device.status();
+  req->select = true;
+  req->device = *device;
+  req->margins.memory = FLAGS_memory_margin;
+  req->timing = *timing;
+  req->executor_stall_s = FLAGS_executor_stall_s;
+  return absl::OkStatus();
+}
+
+// BuildRequest: the flags as a pipeline request.
+absl::StatusOr<sentier::PipelineRequest> BuildRequest(std::shared_ptr<const sentier::RuleSet> rules) {
+  sentier::PipelineRequest req;
+  req.model_path = FLAGS_input;
+  req.inputs_path = FLAGS_inputs;
+  req.inputs_must_run = false;  // optimized without shape facts, with a warning
+  req.rules = std::move(rules);
+  req.artifact_path = FLAGS_output;
+  req.max_rounds = FLAGS_max_rounds;
+  req.allow_growth = FLAGS_allow_growth;
+  absl::StatusOr<sentier::ParameterLayout> layout = sentier::ParseParameterLayout(FLAGS_param_layout);
+  if (!layout.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--param_layout must be original or stacked, not '", FLAGS_param_layout, "'"));
+  }
+  if (*layout == sentier::ParameterLayout::kStacked && !absl::EndsWith(FLAGS_input, ".pt")) {
+    return absl::InvalidArgumentError("--param_layout=stacked needs a .pt model");
+  }
+  req.param_layout = *layout;
+  absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
+  if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
+    return absl::InvalidArgumentError(absl::StrCat("--mode must be training or inference, not '", FLAGS_mode, "'"));
+  }
+  req.mode = *mode;
+  if (absl::Status st = CostFlags(&req); !st.ok()) return st;
+  return req;
+}
+
+// FailureExit: the exit code and message of an outcome that did not decide.
+int FailureExit(const sentier::Outcome& out) {
+  const absl::Status& error = out.error;
+  if (out.output_failed) return Fail(error.code() == absl::StatusCode::kInternal ? kInternal : kBadInput,
+                                     std::string(error.message()));
+  switch (*out.failed_stage) {
+    case sentier::PipelineStage::kLoad:
+    case sentier::PipelineStage::kPlace:
+      return Fail(kBadInput, std::string(error.message()));
+    case sentier::PipelineStage::kSelect:
+      return Fail(kInternal, absl::StrCat("--cost=measure: ", error.message()));
+    default:
+      return Fail(kInternal, out.reason);
+  }
+}
+
+// PrintOutcome: the rule engine's warnings, the IR and graph files asked for, and one summary line.
+absl::Status PrintOutcome(const sentier::Outcome& out, const IrPrinting& printing) {
+  const sentier::OptimizeReport& report = *out.optimization;
+  for (const auto& [name, n] : report.stats.errors) {
+    std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n
+              << " time(s): " << report.stats.first_error.at(name) << "\n";
+  }
+  for (const auto& [name, why] : report.stats.stopped) std::cerr << "sentier_opt: warning: rule " << name << " " << why << "\n";
+  if (!report.shape_facts_error.empty()) {
+    std::cerr << "sentier_opt: warning: no shape facts: " << report.shape_facts_error << "\n";
+  }
+  const auto& graph = *out.loaded->model.graph;
+  if (printing.final) std::cout << "// ----- IR after sentier -----\n" << graph.toString();
+  if (!FLAGS_dot_after.empty()) {
+    if (absl::Status st = sentier::WriteFileAtomically(FLAGS_dot_after, sentier::GraphToDot(graph)); !st.ok()) return st;
+  }
+  std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": ";
+  if (out.status != sentier::ReportStatus::kOptimized) {
+    std::cout << "unchanged: " << out.reason << "\n";
+    return absl::OkStatus();
+  }
+  std::vector<std::string> fired;
+  for (const auto& [name, n] : report.stats.applications) fired.push_back(absl::StrCat(name, " x", n));
+  std::cout << out.rewrites << " rewrites (" << absl::StrJoin(fired, ", ") << "); nodes " << report.nodes_before
+            << " -> " << report.nodes_after << "; " << absl::StrFormat("%.1f", report.optimize_ms) << " ms";
+  if (out.loaded->ops.forward >= 0) {
+    std::cout << "; aten ops per forward " << out.loaded->ops.forward << " -> " << out.ops_after.forward;
+  }
+  std::cout << "\n";
+  return absl::OkStatus();
+}
+
+int Run() {
+  if (PrintListing(nullptr)) return kOk;
+  auto rules = LoadSelectedRules();
+  if (!rules.ok()) return Fail(kBadInput, std::string(rules.status().message()));
+  if (PrintListing(rules->get())) return kOk;
+  auto printing = ParseIrPrinting();
+  if (!printing.ok()) return Fail(kBadInput, std::string(printing.status().message()));
   if (!FLAGS_debug.empty()) {
     absl::Status st = sentier::EnableDebugCategories(FLAGS_debug);
     if (!st.ok()) return Fail(kBadInput, absl::StrCat("--debug: ", st.message()));
     sentier::DebugSink() = [](absl::string_view line) { std::cerr << line << "\n"; };
   }
-  if (FLAGS_input.empty()) return Fail(kBadInput, "--input is required (see --help)");
-  if (FLAGS_output.empty()) return Fail(kBadInput, "--output is required (see --help)");
-  bool out_ir = absl::EndsWith(FLAGS_output, ".ir");
-  if (!out_ir && !absl::EndsWith(FLAGS_output, ".pt")) {
-    return Fail(kBadInput, absl::StrCat("--output '", FLAGS_output, "' must end in .pt or .ir"));
-  }
-  auto input_sha = sentier::Sha256OfFile(FLAGS_input);
-  auto model = sentier::LoadModel(FLAGS_input);
-  if (!model.ok()) return Fail(kBadInput, std::string(model.status().message()));
-  if (!out_ir && !model->is_module) {
-    return Fail(kBadInput, absl::StrCat("cannot write '", FLAGS_output,
-                                        "': a .pt output needs a .pt input (text IR has no module)"));
-  }
-  // Where the results go must be writable before any work starts.
-  for (const std::string& out : {FLAGS_output, FLAGS_report}) {
-    if (out.empty()) continue;
-    absl::Status writable = sentier::CheckWritableDirOf(out);
-    if (!writable.ok()) return Fail(kBadInput, std::string(writable.message()));
-  }
-  std::vector<c10::IValue> samples;
-  sentier::OptimizeOptions opts;
-  opts.max_rounds = FLAGS_max_rounds;
-  if (!FLAGS_inputs.empty()) {
-    auto in = model->is_module ? sentier::LoadSampleInputsFor(FLAGS_inputs, model->module)
-                               : sentier::LoadSampleInputs(FLAGS_inputs);
-    if (!in.ok()) return Fail(kBadInput, std::string(in.status().message()));
-    if (model->is_module) samples.push_back(model->module._ivalue());
-    samples.insert(samples.end(), in->begin(), in->end());
-    opts.sample_inputs = &samples;
-  }
-  if (FLAGS_print_ir_before || !FLAGS_dot_before.empty()) {
-    // Show the graph the rules will see: inlined.
-    auto copy = model->graph->copy();
-    torch::jit::Inline(*copy);
-    if (FLAGS_print_ir_before) std::cout << "// ----- IR before sentier -----\n" << copy->toString();
-    if (!FLAGS_dot_before.empty()) {
-      absl::Status st = sentier::WriteFileAtomically(FLAGS_dot_before, sentier::GraphToDot(*copy));
-      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
-    }
-  }
-  nlohmann::json j = sentier::NewReport("sentier_opt");
-  j["source"] = FLAGS_input;
-  j["artifact"] = FLAGS_output;
-  j["source_sha256"] = input_sha.ok() ? *input_sha : "";
-  j["rules_fingerprint"] = (*rules)->Fingerprint();
-  j["rules_loaded"] = (*rules)->size();
-  j["mode"] = FLAGS_mode;
-  j["device"] = std::string(sentier::DeviceName(sentier::Device::kCpu));
-  auto write_report = [&]() -> int {
-    if (FLAGS_report.empty()) return kOk;
-    absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
-    return st.ok() ? kOk : Fail(kBadInput, std::string(st.message()));
-  };
-  // The output is the original archive, byte for byte: nothing applied, nothing paid.
-  auto keep_original = [&](const std::string& reason) -> int {
-    if (out_ir) {
-      absl::Status st = sentier::SaveModel(*model, FLAGS_output);  // the (inlined) input graph
-      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
-    } else {
-      auto bytes = sentier::ReadFile(FLAGS_input);
-      if (!bytes.ok()) return Fail(kBadInput, std::string(bytes.status().message()));
-      absl::Status st = sentier::WriteFileAtomically(FLAGS_output, *bytes);
-      if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
-    }
-    auto sha = sentier::Sha256OfFile(FLAGS_output);
-    j["status"] = std::string(sentier::ReportStatusName(sentier::ReportStatus::kUnchanged));
-    j["reason"] = reason;
-    j["artifact_sha256"] = sha.ok() ? *sha : "";
-    std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": unchanged: " << reason << "\n";
-    return write_report();
-  };
-  // The layout first: the gate measures the artifact in the layout it will be written in.
-  absl::StatusOr<sentier::ParameterLayout> layout = sentier::ParseParameterLayout(FLAGS_param_layout);
-  if (!layout.ok()) {
-    return Fail(kBadInput, absl::StrCat("--param_layout must be original or stacked, not '", FLAGS_param_layout, "'"));
-  }
-  if (*layout == sentier::ParameterLayout::kStacked) {
-    if (!model->is_module) return Fail(kBadInput, "--param_layout=stacked needs a .pt model");
-    opts.stacked_parameters = true;
-  }
-  // The step that is timed (--cost=measure) or whose aten ops are counted (without it).
-  absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
-  if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
-    return Fail(kBadInput, absl::StrCat("--mode must be training or inference, not '", FLAGS_mode, "'"));
-  }
-  absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(FLAGS_timing);
-  if (!timing.ok()) return Fail(kBadInput, std::string(timing.status().message()));
-  if (!(FLAGS_executor_stall_s >= 0)) return Fail(kBadInput, "--executor_stall_s must be >= 0");
-  sentier::CostSelection selection;
-  bool measured = false;
-  if (FLAGS_cost == "measure") {
-    if (FLAGS_inputs.empty() || !model->is_module) {
-      return Fail(kBadInput, "--cost=measure needs a .pt model and --inputs");
-    }
-    sentier::CostOptions copts;
-    bool cuda = torch::cuda::is_available();
-    absl::StatusOr<sentier::DeviceRequest> device = sentier::ParseDeviceRequest(FLAGS_device);
-    if (device.ok() && *device == sentier::DeviceRequest::kCuda && !cuda) {
-      return Fail(kBadInput, "--device=cuda but no CUDA device is available");
-    }
-    if (!device.ok()) return Fail(kBadInput, "--device must be auto, cpu or cuda");
-    copts.device = *device == sentier::DeviceRequest::kCuda || (*device == sentier::DeviceRequest::kAuto && cuda)
-                       ? sentier::Device::kCuda
-                       : sentier::Device::kCpu;
-    copts.training = *mode == sentier::ValidationMode::kTraining;
-    copts.margins.memory = FLAGS_memory_margin;
-    copts.timing = *timing;
-    copts.executor_stall_s = FLAGS_executor_stall_s;
-    copts.optimize = opts;  // the artifact's options: layout and rounds
-    const std::string device_name(sentier::DeviceName(copts.device));
-    j["device"] = device_name;
-    std::vector<c10::IValue> plain(samples.begin() + 1, samples.end());
-    auto sel = sentier::SelectRulesByMeasurement(FLAGS_input, plain, **rules, copts);
-    if (!sel.ok()) return Fail(kInternal, absl::StrCat("--cost=measure: ", sel.status().message()));
-    selection = *sel;
-    measured = true;
-    sentier::AddSelection(selection, copts.device, *mode, &j);
-    for (const std::string& line : selection.log) std::cout << "sentier_opt: cost: " << line << "\n";
-    if (!selection.faster) {
-      return keep_original(
-          (!selection.confirmed
-               ? absl::StrFormat("the selection's gain was not confirmed when timed again (%.3f ms "
-                                 "vs %.3f ms original; first ",
-                                 selection.confirm_ms, selection.confirm_original_ms)
-           : selection.nothing_fires_within_memory
-               ? std::string("every set of rewrites raised peak memory beyond the bound (")
-           : selection.within_memory
-               ? std::string("no rewrite made it faster (")
-               : std::string("no faster set of rewrites kept peak memory within bounds (")) +
-          absl::StrFormat("%.3f ms optimized vs %.3f ms original, peak %.1f vs %.1f MiB",
-                          selection.optimized_ms, selection.original_ms,
-                          selection.optimized_peak_bytes / 1048576.0,
-                          selection.original_peak_bytes / 1048576.0) +
-          " per " + FLAGS_mode + " step on " + device_name + ")" +
-          (selection.memory_margin_for_all_rules >= 0
-               ? absl::StrFormat("; every rule together: %.3f ms at %.1f MiB, within "
-                                 "--memory_margin=%.2f",
-                                 selection.all_rules_ms, selection.all_rules_peak_bytes / 1048576.0,
-                                 selection.memory_margin_for_all_rules)
-               : std::string()));
-    }
-    rules = selection.rules;
-  } else if (FLAGS_cost != "none") {
-    return Fail(kBadInput, absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
-  }
-  if (model->is_module) opts.self = model->module._ivalue();
-  j["param_layout"] = std::string(sentier::ParameterLayoutName(*layout));
-  opts.after_pass = [&](const std::string& pass, const torch::jit::Graph& graph) {
-    if (!print_after_all && print_after.count(pass) == 0) return;
+  if (absl::Status st = CheckPaths(); !st.ok()) return Fail(kBadInput, std::string(st.message()));
+  if (absl::Status st = PrintInput(); !st.ok()) return Fail(kBadInput, std::string(st.message()));
+  auto req = BuildRequest(*rules);
+  if (!req.ok()) return Fail(kBadInput, std::string(req.status().message()));
+  req->after_pass = [&](const std::string& pass, const torch::jit::Graph& graph) {
+    if (!printing->all && printing->after.count(pass) == 0) return;
     std::cout << "// ----- IR after " << pass << " -----\n" << graph.toString();
   };
-  // Executed aten ops per forward and per training step (CPU proxy for kernel launches), before
-  // and after; the counts before are taken first (with stacked parameters the module itself
-  // changes). Without --cost=measure, the count of the --mode step decides whether a larger
-  // graph is written.
-  const bool inference_only = *mode == sentier::ValidationMode::kInference;
-  sentier::OpCounts before, after;
-  if (opts.sample_inputs != nullptr) {
-    auto b = sentier::CountAtenOps(model->graph->copy(), samples);
-    if (b.ok()) before.forward = *b;
-    if (!inference_only) {
-      auto sb = sentier::CountAtenOpsPerTrainingStep(model->graph->copy(), samples);
-      if (sb.ok()) before.training_step = *sb;
-    }
+  const sentier::Outcome out = sentier::OptimizeModel(*req);
+  if (out.selection) {
+    for (const std::string& line : out.selection->log) std::cout << "sentier_opt: cost: " << line << "\n";
   }
-  auto report = sentier::OptimizeGraph(model->graph, **rules, opts);
-  if (!report.ok()) return Fail(kInternal, std::string(report.status().message()));
-  sentier::AddOptimization(*report, &j);
-  if (!report->param_layout.empty()) {
-    j["stacked_parameters"] = nlohmann::json::parse(report->param_layout.ToJson())["stacked"];
-  }
-  if (print_final) std::cout << "// ----- IR after sentier -----\n" << model->graph->toString();
-  if (!FLAGS_dot_after.empty()) {
-    absl::Status st =
-        sentier::WriteFileAtomically(FLAGS_dot_after, sentier::GraphToDot(*model->graph));
-    if (!st.ok()) return Fail(kBadInput, std::string(st.message()));
-  }
-  // The count after, in the report with the count before, where both could be taken.
-  auto count_after = [&](const absl::StatusOr<int64_t>& after, int64_t before, const char* key,
-                         int64_t* out) {
-    if (before < 0 || !after.ok()) return;
-    *out = *after;
-    j[absl::StrCat(key, "_before")] = before;
-    j[absl::StrCat(key, "_after")] = *after;
-  };
-  if (before.forward >= 0) {
-    count_after(sentier::CountAtenOps(model->graph, samples), before.forward,
-                "aten_ops_per_forward", &after.forward);
-  }
-  if (before.training_step >= 0) {
-    count_after(sentier::CountAtenOpsPerTrainingStep(model->graph, samples),
-                before.training_step, "aten_ops_per_training_step", &after.training_step);
-  }
-  for (const auto& [name, n] : report->stats.errors) {
-    std::cerr << "sentier_opt: warning: rule " << name << " matched but its rewrite failed " << n
-              << " time(s): " << report->stats.first_error[name] << "\n";
-  }
-  for (const auto& [name, why] : report->stats.stopped) {
-    std::cerr << "sentier_opt: warning: rule " << name << " " << why << "\n";
-  }
-  if (!report->shape_facts_error.empty()) {
-    std::cerr << "sentier_opt: warning: no shape facts: " << report->shape_facts_error << "\n";
-  }
-  std::vector<std::string> fired;
-  int64_t total = 0;
-  for (const auto& [name, n] : report->stats.applications) {
-    fired.push_back(absl::StrCat(name, " x", n));
-    total += n;
-  }
-  if (total == 0) {
-    return keep_original(FLAGS_inputs.empty() && model->is_module
-                             ? "no rule applied (0 rewrites; without --inputs no sizes are known, "
-                               "and most rules need them: splits by size, batching)"
-                             : "no rule applied (0 rewrites)");
-  }
-  // The step users run decides (verdict.h): a training step unless --mode=inference or the step
-  // could not be counted.
-  std::string growth;
-  if (!measured && !FLAGS_allow_growth && sentier::UntimedGrowth(before, after, &growth)) {
-    return keep_original(absl::StrCat(
-        "the rewritten graph runs more aten ops per ", growth,
-        " and nothing was timed to show that it is faster (--cost=measure times it; "
-        "--allow_growth writes it anyway)"));
-  }
-  absl::Status saved = sentier::SaveModel(*model, FLAGS_output);
-  if (!saved.ok()) {
-    int code = saved.code() == absl::StatusCode::kInternal ? kInternal : kBadInput;
-    return Fail(code, std::string(saved.message()));
-  }
-  auto output_sha = sentier::Sha256OfFile(FLAGS_output);
-  j["artifact_sha256"] = output_sha.ok() ? *output_sha : "";
-  j["status"] = std::string(sentier::ReportStatusName(sentier::ReportStatus::kOptimized));
-  j["reason"] = absl::StrCat(total, " rewrites applied", measured ? " (faster when timed)" : "");
-  std::cout << "sentier_opt: " << FLAGS_input << " -> " << FLAGS_output << ": " << total
-            << " rewrites (" << absl::StrJoin(fired, ", ") << "); nodes " << report->nodes_before
-            << " -> " << report->nodes_after << "; " << absl::StrFormat("%.1f", report->optimize_ms)
-            << " ms"
-            << (before.forward >= 0 ? absl::StrCat("; aten ops per forward ", before.forward, " -> ", after.forward)
-                                : std::string())
-            << "\n";
-  return write_report();
+  if (out.failed_stage) return FailureExit(out);
+  if (absl::Status st = PrintOutcome(out, *printing); !st.ok()) return Fail(kBadInput, std::string(st.message()));
+  if (FLAGS_report.empty()) return kOk;
+  nlohmann::json j = sentier::BuildReport(*req, out, "sentier_opt");
+  j["artifact"] = FLAGS_output;
+  absl::Status st = sentier::WriteFileAtomically(FLAGS_report, j.dump(2) + "\n");
+  return st.ok() ? kOk : Fail(kBadInput, std::string(st.message()));
 }
 
 }  // namespace

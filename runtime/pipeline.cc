@@ -1,0 +1,326 @@
+// pipeline.cc — the stages of OptimizeModel (see pipeline.h), each a function with its own
+// result. A stage that fails returns a StageError: the stage, whether the output (not the
+// model) was at fault, and the message. OptimizeModel runs them in order and turns the first
+// failure into a rejection or an output failure; the decision and its wording live in
+// pipeline_decision.cc.
+#include "runtime/pipeline.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "passes/digest.h"
+#include "passes/torch_error.h"
+#include "re2/re2.h"
+#include "runtime/file_util.h"
+#include "runtime/graph_runner.h"
+#include "runtime/pipeline_decision.h"
+
+namespace sentier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// StageError: why a stage stopped the pipeline; `what` starts the rejection's reason.
+struct StageError {
+  PipelineStage stage;
+  absl::Status status;
+  bool output = false;  // the output could not be written (not the model's fault)
+  std::string what;
+};
+
+StageError ModelError(PipelineStage stage, absl::string_view what, const absl::Status& status) {
+  return {stage, status, false, std::string(what)};
+}
+StageError OutputError(PipelineStage stage, const absl::Status& status) {
+  return {stage, status, true, "cannot write the output"};
+}
+
+bool IsTrainingStep(ValidationMode mode) { return mode != ValidationMode::kInference; }
+
+// ---- load -----------------------------------------------------------------------------------
+
+// LoadInputs: the sample inputs from the request's file (rebuilt with forward's declared types
+// for a module) or from memory.
+absl::Status LoadInputs(const PipelineRequest& req, LoadedModel* loaded) {
+  if (req.inputs_path.empty()) {
+    loaded->has_inputs = !req.inputs.empty();
+    loaded->inputs = req.inputs;
+    return absl::OkStatus();
+  }
+  if (!std::filesystem::exists(req.inputs_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("sample inputs '", req.inputs_path, "' are missing"));
+  }
+  auto in = loaded->model.is_module ? LoadSampleInputsFor(req.inputs_path, loaded->model.module)
+                                    : LoadSampleInputs(req.inputs_path);
+  if (!in.ok()) return in.status();
+  loaded->has_inputs = true;
+  loaded->inputs = *std::move(in);
+  auto sha = Sha256OfFile(req.inputs_path);
+  if (sha.ok()) loaded->inputs_sha256 = *sha;
+  return absl::OkStatus();
+}
+
+// CountOriginalOps: aten ops of one forward, and of one training step when that is the step
+// judged; a model that does not run on its own sample inputs is refused.
+absl::Status CountOriginalOps(const PipelineRequest& req, LoadedModel* loaded) {
+  if (!loaded->has_inputs) return absl::OkStatus();
+  auto forward = CountAtenOps(loaded->original_graph->copy(), loaded->samples);
+  if (!forward.ok() && !req.inputs_must_run) return absl::OkStatus();
+  if (!forward.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model does not run on its sample inputs: ", forward.status().message()));
+  }
+  loaded->ops.forward = *forward;
+  if (IsTrainingStep(req.mode)) {
+    auto step = CountAtenOpsPerTrainingStep(loaded->original_graph->copy(), loaded->samples);
+    if (step.ok()) loaded->ops.training_step = *step;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedModel> Load(const PipelineRequest& req) {
+  LoadedModel loaded;
+  auto sha = Sha256OfFile(req.model_path);
+  if (sha.ok()) loaded.source_sha256 = *sha;
+  auto model = LoadModel(req.model_path);
+  if (!model.ok()) return model.status();
+  loaded.model = *std::move(model);
+  if (!loaded.model.is_module && absl::EndsWith(req.artifact_path, ".pt")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", req.model_path, "' is not a TorchScript module, so no .pt artifact can be made"));
+  }
+  if (absl::Status st = LoadInputs(req, &loaded); !st.ok()) return st;
+  if (loaded.model.is_module) loaded.samples.push_back(loaded.model.module._ivalue());
+  loaded.samples.insert(loaded.samples.end(), loaded.inputs.begin(), loaded.inputs.end());
+  loaded.original_graph = loaded.model.graph->copy();
+  loaded.architecture_fingerprint = ArchitectureFingerprint(*loaded.model.graph);
+  if (absl::Status st = CountOriginalOps(req, &loaded); !st.ok()) return st;
+  return loaded;
+}
+
+// ---- place ----------------------------------------------------------------------------------
+
+// Place: a model that does not run on the GPU (it creates CPU tensors in forward, say) is
+// validated on the CPU, without the gate, and the report says why.
+absl::StatusOr<Placement> Place(const PipelineRequest& req, const LoadedModel& loaded) {
+  Placement placement;
+  placement.device = req.device;
+  placement.select = req.select && loaded.model.is_module && loaded.has_inputs;
+  if (req.device == Device::kCuda && loaded.model.is_module && loaded.has_inputs && (req.validate || req.select)) {
+    absl::Status runs = RunsOnDevice(loaded.model.module, loaded.inputs, Device::kCuda, IsTrainingStep(req.mode));
+    if (absl::IsFailedPrecondition(runs)) {
+      placement.device_note = absl::StrCat(runs.message(), "; validated on the CPU instead");
+      placement.device = Device::kCpu;
+      placement.select = false;
+    } else if (!runs.ok()) {
+      return runs;
+    }
+  }
+  placement.timed = placement.device == Device::kCuda && req.validate;
+  return placement;
+}
+
+// ---- select ---------------------------------------------------------------------------------
+
+CostOptions GateOptions(const PipelineRequest& req, const Placement& placement) {
+  CostOptions cost;
+  cost.device = placement.device;
+  cost.training = IsTrainingStep(req.mode);
+  cost.inference_too = req.mode == ValidationMode::kBoth;
+  cost.verify_each = !req.validate;  // a validated artifact is checked once, at the end
+  cost.margins = req.margins;
+  cost.timing = req.timing;
+  cost.executor_stall_s = req.executor_stall_s;
+  cost.optimize.stacked_parameters = req.param_layout == ParameterLayout::kStacked;
+  cost.optimize.max_rounds = req.max_rounds;
+  return cost;
+}
+
+absl::StatusOr<CostSelection> Select(const PipelineRequest& req, const LoadedModel& loaded,
+                                     const Placement& placement) {
+  const std::vector<c10::IValue>& timed_inputs = req.timing_inputs ? *req.timing_inputs : loaded.inputs;
+  return SelectRulesByMeasurement(req.model_path, timed_inputs, *req.rules, GateOptions(req, placement));
+}
+
+// ---- rewrite and count ----------------------------------------------------------------------
+
+absl::StatusOr<OptimizeReport> Rewrite(const PipelineRequest& req, const RuleSet& rules,
+                                       LoadedModel* loaded) {
+  OptimizeOptions opts;
+  opts.max_rounds = req.max_rounds;
+  if (loaded->has_inputs) opts.sample_inputs = &loaded->samples;
+  if (loaded->model.is_module) opts.self = loaded->model.module._ivalue();
+  opts.stacked_parameters = req.param_layout == ParameterLayout::kStacked;
+  opts.after_pass = req.after_pass;
+  return OptimizeGraph(loaded->model.graph, rules, opts);
+}
+
+// CountRewrittenOps: the same counts as CountOriginalOps, of the rewritten graph. A rewritten
+// graph that no longer runs is a validation failure.
+absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded) {
+  OpCounts after;
+  if (loaded.ops.forward < 0) return after;
+  auto forward = CountAtenOps(loaded.model.graph, loaded.samples);
+  if (!forward.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the optimized graph does not run: ", forward.status().message()));
+  }
+  after.forward = *forward;
+  if (loaded.ops.training_step >= 0) {
+    auto step = CountAtenOpsPerTrainingStep(loaded.model.graph, loaded.samples);
+    if (step.ok()) after.training_step = *step;
+  }
+  return after;
+}
+
+// ---- save and validate ----------------------------------------------------------------------
+
+absl::Status Save(const PipelineRequest& req, const LoadedModel& loaded) {
+  if (req.artifact_path.empty()) return absl::OkStatus();
+  return SaveModel(loaded.model, req.artifact_path);
+}
+
+CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
+  CheckOptions check;
+  check.device = out.placement.device;
+  check.inference = req.mode != ValidationMode::kTraining;
+  check.training = IsTrainingStep(req.mode);
+  check.trials = req.validation_trials;
+  check.time = out.placement.timed;
+  check.timing = out.selection ? out.selection->timing : req.timing;
+  check.executor_stall_s = req.executor_stall_s;
+  return check;
+}
+
+// Validate: the saved artifact, loaded back as users load it, against the original: outputs and
+// the gradients of every input, parameter and buffer, on the placement's device.
+absl::StatusOr<Validation> Validate(const PipelineRequest& req, const Outcome& out) {
+  auto reference = LoadModel(req.model_path);
+  auto candidate = LoadModel(req.artifact_path);
+  if (!reference.ok() || !candidate.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the artifact does not load: ", (candidate.ok() ? reference : candidate).status().message()));
+  }
+  auto checked = EquivalenceChecker(ValidationOptions(req, out))
+                     .Check(reference->module, candidate->module, out.loaded->inputs);
+  if (!checked.ok()) return checked.status();
+  if (!checked->equivalent) return absl::InvalidArgumentError(checked->first_failure);
+  StepTiming timing = checked->timing;
+  return Validation{*std::move(checked), timing};
+}
+
+// KeepOriginal: the artifact becomes the original archive, byte for byte (text IR: the graph as
+// loaded).
+absl::Status KeepOriginal(const PipelineRequest& req, const LoadedModel& loaded) {
+  if (req.artifact_path.empty()) return absl::OkStatus();
+  if (absl::EndsWith(req.artifact_path, ".ir")) {
+    Model original = loaded.model;
+    original.graph = loaded.original_graph;
+    return SaveModel(original, req.artifact_path);
+  }
+  auto bytes = ReadFile(req.model_path);
+  if (!bytes.ok()) return bytes.status();
+  return WriteFileAtomically(req.artifact_path, *bytes);
+}
+
+// ---- the stages in order --------------------------------------------------------------------
+
+// RunStages: load -> place -> select -> rewrite -> count -> save -> validate; the first failure
+// is returned, `out` holds what the stages before it found.
+std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
+  auto t0 = Clock::now();
+  auto loaded = Load(req);
+  if (!loaded.ok()) return ModelError(PipelineStage::kLoad, "load failure", loaded.status());
+  out->loaded = *std::move(loaded);
+  out->timings_ms["load"] = MsSince(t0);
+  auto placement = Place(req, *out->loaded);
+  if (!placement.ok()) return ModelError(PipelineStage::kPlace, "load failure", placement.status());
+  out->placement = *placement;
+  std::shared_ptr<const RuleSet> rules = req.rules;
+  if (out->placement.select) {
+    auto ts = Clock::now();
+    auto sel = Select(req, *out->loaded, out->placement);
+    out->timings_ms["select"] = MsSince(ts);
+    if (!sel.ok()) return ModelError(PipelineStage::kSelect, "rule selection failed", sel.status());
+    out->selection = *std::move(sel);
+    rules = out->selection->rules;  // empty when no set pays
+  }
+  auto report = Rewrite(req, *rules, &*out->loaded);
+  if (!report.ok()) return ModelError(PipelineStage::kRewrite, "optimizer error", report.status());
+  out->optimization = *std::move(report);
+  out->timings_ms["optimize"] = out->optimization->optimize_ms;
+  for (const auto& [name, n] : out->optimization->stats.applications) out->rewrites += n;
+  if (out->rewrites == 0) return std::nullopt;
+  auto after = CountRewrittenOps(*out->loaded);
+  if (!after.ok()) return ModelError(PipelineStage::kCount, "validation failure", after.status());
+  out->ops_after = *after;
+  auto t3 = Clock::now();
+  if (absl::Status saved = Save(req, *out->loaded); !saved.ok()) return OutputError(PipelineStage::kSave, saved);
+  out->timings_ms["save"] = MsSince(t3);
+  if (!req.validate) return std::nullopt;
+  auto t2 = Clock::now();
+  auto validation = Validate(req, *out);
+  out->timings_ms["validate"] = MsSince(t2);
+  if (!validation.ok()) {
+    // "validation failure on cuda: <first failure>"; "validation failure: the artifact does not load".
+    const bool loads = !absl::IsFailedPrecondition(validation.status());
+    return ModelError(PipelineStage::kValidate,
+                      loads ? absl::StrCat("validation failure on ", DeviceName(out->placement.device))
+                            : "validation failure",
+                      validation.status());
+  }
+  out->validation = *std::move(validation);
+  return std::nullopt;
+}
+
+// Finish: the decision; an unchanged artifact is the original; the artifact's hash.
+void Finish(const PipelineRequest& req, Outcome* out) {
+  Decide(req, out);
+  if (out->status == ReportStatus::kUnchanged) {
+    out->ops_after = out->loaded->ops;  // the artifact is the original
+    if (absl::Status kept = KeepOriginal(req, *out->loaded); !kept.ok()) {
+      return Fail(PipelineStage::kDecide, "cannot write the output", kept, /*output=*/true, out);
+    }
+  }
+  if (req.artifact_path.empty()) return;
+  auto sha = Sha256OfFile(req.artifact_path);
+  if (!sha.ok()) return Fail(PipelineStage::kDecide, "cannot write the output", sha.status(), /*output=*/true, out);
+  out->artifact_sha256 = *sha;
+}
+
+}  // namespace
+
+std::string ArchitectureFingerprint(const torch::jit::Graph& graph) {
+  auto copy = const_cast<torch::jit::Graph&>(graph).copy();  // copy() is not const in LibTorch
+  torch::jit::Inline(*copy);
+  std::string text = copy->toString(/*print_source_locations=*/false);
+  RE2::GlobalReplace(&text, R"(___torch_mangle_[0-9]+\.)", "");
+  return Sha256Hex(text);
+}
+
+Outcome OptimizeModel(const PipelineRequest& req) {
+  Outcome out;
+  try {
+    std::optional<StageError> failed = RunStages(req, &out);
+    if (failed) {
+      Fail(failed->stage, failed->what, failed->status, failed->output, &out);
+      return out;
+    }
+    Finish(req, &out);
+  } catch (const std::exception& e) {
+    Fail(PipelineStage::kDecide, "crash", absl::InternalError(TorchErrorMessage(e.what())),
+         /*output=*/false, &out);
+  }
+  return out;
+}
+
+}  // namespace sentier

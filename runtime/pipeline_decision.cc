@@ -1,0 +1,160 @@
+// pipeline_decision.cc — the decide stage and the wording of every reason (see the header).
+#include "runtime/pipeline_decision.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sentier {
+namespace {
+
+constexpr char kKeptOriginal[] = ", so the artifact is a copy of the original model.";
+
+double MiB(int64_t bytes) { return bytes / 1048576.0; }
+
+// The step whose figures decide: the training step unless only the forward is judged.
+bool JudgesTrainingStep(ValidationMode mode) { return mode != ValidationMode::kInference; }
+const char* StepName(ValidationMode mode) { return JudgesTrainingStep(mode) ? "training step" : "forward"; }
+
+void Settle(ReportStatus status, DecisionClause clause, std::string reason, Outcome* out) {
+  out->status = status;
+  out->clause = clause;
+  out->reason = std::move(reason) + out->memory_hint;
+}
+
+// GateReason: why the gate kept no rule (`sel.faster` is false).
+std::pair<DecisionClause, std::string> GateReason(const PipelineRequest& req, const CostSelection& sel,
+                                                  absl::string_view device) {
+  const std::string figures = absl::StrFormat(
+      "best %.3f ms vs %.3f ms original, peak %.1f vs %.1f MiB per %s on %s", sel.optimized_ms,
+      sel.original_ms, MiB(sel.optimized_peak_bytes), MiB(sel.original_peak_bytes), StepName(req.mode), device);
+  if (!sel.confirmed) {
+    return {DecisionClause::kGateNotConfirmed,
+            absl::StrFormat("The selection's gain was not confirmed when timed again (%.3f ms vs %.3f ms "
+                            "original; first %s)%s",
+                            sel.confirm_ms, sel.confirm_original_ms, figures, kKeptOriginal)};
+  }
+  if (sel.nothing_fires_within_memory) {
+    return {DecisionClause::kGateOverMemory,
+            absl::StrFormat("Every set of rules that changes the model raised peak memory on %s beyond the "
+                            "bound (%g%% or %d MiB more, whichever is more; %s)%s",
+                            device, req.margins.memory * 100.0,
+                            static_cast<int>(req.margins.memory_floor_bytes >> 20),
+                            sel.log.empty() ? figures : sel.log.front(), kKeptOriginal)};
+  }
+  return {DecisionClause::kGateNothingPays,
+          absl::StrCat("No set of rules made the model faster on ", device,
+                       sel.within_memory ? "" : " within the peak-memory bound", " (", figures,
+                       sel.log.empty() ? "" : absl::StrCat("; ", sel.log.back()), ")", kKeptOriginal)};
+}
+
+std::string NoRuleReason(const Outcome& out) {
+  const bool no_sizes = out.loaded && !out.loaded->has_inputs && out.loaded->model.is_module;
+  return absl::StrCat("The rules found nothing to rewrite: no rule applied (0 rewrites",
+                      no_sizes ? "; without --inputs no sizes are known, and most rules need them: "
+                                 "splits by size, batching"
+                               : "",
+                      ")", kKeptOriginal);
+}
+
+// JudgeTimed: the never-slower verdict on the validated artifact's timed step.
+void JudgeTimed(const PipelineRequest& req, const std::string& optimized_reason, Outcome* out) {
+  const CheckReport& c = out->validation->check;
+  const bool training = JudgesTrainingStep(req.mode);
+  StepFigures ref{training ? c.reference_train_ms : c.reference_ms,
+                  training ? c.reference_train_peak_bytes : c.reference_peak_bytes};
+  StepFigures cand{training ? c.candidate_train_ms : c.candidate_ms,
+                   training ? c.candidate_train_peak_bytes : c.candidate_peak_bytes};
+  switch (Judge(ref, cand, req.margins)) {
+    case Verdict::kFaster:
+      return Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized_reason, out);
+    case Verdict::kNotFaster:
+      return Settle(ReportStatus::kUnchanged, DecisionClause::kTimedNotFaster,
+                    absl::StrFormat("The optimized model was not faster on the GPU (%.3f ms vs %.3f ms "
+                                    "per %s, %.0f%% needed), so the artifact is the original.",
+                                    cand.ms, ref.ms, StepName(req.mode), req.margins.speed * 100),
+                    out);
+    case Verdict::kMoreMemory:
+      return Settle(ReportStatus::kUnchanged, DecisionClause::kTimedMoreMemory,
+                    absl::StrFormat("The optimized model needed more peak GPU memory (%.1f MiB vs %.1f "
+                                    "MiB per %s, more than the %.0f%% allowed), so the artifact is the "
+                                    "original.",
+                                    MiB(cand.peak_bytes), MiB(ref.peak_bytes), StepName(req.mode),
+                                    req.margins.memory * 100),
+                    out);
+  }
+}
+
+}  // namespace
+
+absl::string_view DecisionClauseName(DecisionClause clause) {
+  switch (clause) {
+    case DecisionClause::kNoRuleApplied: return "no_rule_applied";
+    case DecisionClause::kGateNothingPays: return "gate_nothing_pays";
+    case DecisionClause::kGateOverMemory: return "gate_over_memory";
+    case DecisionClause::kGateNotConfirmed: return "gate_not_confirmed";
+    case DecisionClause::kUntimedGrowth: return "untimed_growth";
+    case DecisionClause::kTimedNotFaster: return "timed_not_faster";
+    case DecisionClause::kTimedMoreMemory: return "timed_more_memory";
+    case DecisionClause::kOptimized: return "optimized";
+    case DecisionClause::kFailed: return "failed";
+  }
+  return "failed";
+}
+
+std::string MemoryHint(const PipelineRequest& req, const Outcome& out) {
+  if (!out.selection || out.selection->memory_margin_for_all_rules < 0) return "";
+  const CostSelection& sel = *out.selection;
+  std::string forward;
+  if (req.mode == ValidationMode::kBoth && sel.all_rules_forward_peak_bytes >= 0) {
+    forward = absl::StrFormat("; forward peak %.1f vs %.1f MiB", MiB(sel.all_rules_forward_peak_bytes),
+                              MiB(sel.original_forward_peak_bytes));
+  }
+  return absl::StrFormat(
+      " With every rule, a step took %.3f ms at a peak of %.1f MiB (original %.3f ms, %.1f MiB%s): "
+      "{\"memory_margin\": %.2f} in the model's sentier.json (sentier_opt: --memory_margin=%.2f) "
+      "would allow it.",
+      sel.all_rules_ms, MiB(sel.all_rules_peak_bytes), sel.original_ms, MiB(sel.original_peak_bytes),
+      forward, sel.memory_margin_for_all_rules, sel.memory_margin_for_all_rules);
+}
+
+void Decide(const PipelineRequest& req, Outcome* out) {
+  out->memory_hint = MemoryHint(req, *out);
+  const std::string device(DeviceName(out->placement.device));
+  if (out->rewrites == 0) {
+    if (out->selection && !out->selection->faster && !out->selection->none_fired) {
+      auto [clause, reason] = GateReason(req, *out->selection, device);
+      return Settle(ReportStatus::kUnchanged, clause, reason, out);
+    }
+    return Settle(ReportStatus::kUnchanged, DecisionClause::kNoRuleApplied, NoRuleReason(*out), out);
+  }
+  const std::string optimized =
+      out->validation
+          ? absl::StrCat(out->rewrites, " rewrites applied and validated on ", device, " (",
+                         ValidationModeName(req.mode), ").")
+          : absl::StrCat(out->rewrites, " rewrites applied", out->selection ? " (faster when timed)" : "", ".");
+  if (out->validation && out->placement.timed) return JudgeTimed(req, optimized, out);
+  std::string growth;
+  if (!out->selection && !out->placement.timed && !req.allow_growth &&
+      UntimedGrowth(out->loaded->ops, out->ops_after, &growth)) {
+    return Settle(ReportStatus::kUnchanged, DecisionClause::kUntimedGrowth,
+                  absl::StrCat("The optimized graph runs more aten ops per ", growth,
+                               " and nothing was timed on ", device,
+                               " to show that it is faster (a timed gate would: sentier_opt --cost=measure, "
+                               "sentierd on CUDA; sentier_opt --allow_growth writes it anyway)",
+                               kKeptOriginal),
+                  out);
+  }
+  Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized, out);
+}
+
+void Fail(PipelineStage stage, absl::string_view what, const absl::Status& status, bool output,
+          Outcome* out) {
+  out->failed_stage = stage;
+  out->output_failed = output;
+  out->error = status;
+  out->status = ReportStatus::kRejected;
+  out->clause = DecisionClause::kFailed;
+  out->reason = absl::StrCat(what, ": ", status.message());
+}
+
+}  // namespace sentier

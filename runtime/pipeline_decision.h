@@ -1,0 +1,34 @@
+// pipeline_decision.h — the decide stage of the optimization pipeline (pipeline.h): which
+// status an outcome gets, the clause that decided it, and the one wording of every reason.
+// Internal to the pipeline library; its test drives it with outcomes built by hand.
+//
+//   Decide(request, &outcome);   // outcome.status, .clause, .reason
+#ifndef SENTIER_RUNTIME_PIPELINE_DECISION_H_
+#define SENTIER_RUNTIME_PIPELINE_DECISION_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "runtime/pipeline.h"
+
+namespace sentier {
+
+// Decide: an outcome whose stages all ran is optimized, or unchanged with the clause that kept
+// the original: nothing fired (or the gate kept nothing: the gate's clause), the timed artifact
+// was not faster or needed more memory (runtime/verdict.h), or, with nothing timed, the graph
+// runs more aten ops than the original (unless allow_growth).
+void Decide(const PipelineRequest& request, Outcome* outcome);
+
+// Fail: `stage` stopped the pipeline. A rejection's reason is "<what>: <message>"; with
+// `output`, the output could not be written (output_failed: a daemon retries the version).
+void Fail(PipelineStage stage, absl::string_view what, const absl::Status& status, bool output,
+          Outcome* outcome);
+
+// MemoryHint: where the memory bound held back a faster set of every rule, what a model's owner
+// can allow for it (appended to the reason); empty otherwise.
+std::string MemoryHint(const PipelineRequest& request, const Outcome& outcome);
+
+}  // namespace sentier
+
+#endif  // SENTIER_RUNTIME_PIPELINE_DECISION_H_

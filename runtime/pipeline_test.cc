@@ -1,0 +1,212 @@
+// pipeline_test.cc — the optimization pipeline's stages on a corpus model (load, rewrite, save,
+// validate, the original kept byte for byte, the output's failures) and the decide stage's
+// clauses on outcomes built by hand.
+#include "runtime/pipeline.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/model_io.h"
+#include "runtime/pipeline_decision.h"
+#include "runtime/torch_settings.h"
+
+namespace sentier {
+namespace {
+
+const bool kTorchSettings = (ApplyTorchSettings(), true);
+
+std::string CorpusModel(const std::string& name, const std::string& file) {
+  std::string root = "testdata/models";
+  for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    if (const char* v = std::getenv(var)) {
+      root = absl::StrCat(v, "/sentier/testdata/models");
+      break;
+    }
+  }
+  return absl::StrCat(root, "/torch1.13/", name, "/", file);
+}
+
+std::string TempPath(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(t != nullptr ? t : "/tmp", "/", name);
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+PipelineRequest TowersRequest(const std::string& artifact) {
+  PipelineRequest req;
+  req.model_path = CorpusModel("towers", "scripted.pt");
+  req.inputs_path = CorpusModel("towers", "inputs.pt");
+  auto rules = LoadRules({DefaultRulesDir()});
+  EXPECT_TRUE(rules.ok()) << rules.status();
+  req.rules = *rules;
+  req.artifact_path = TempPath(artifact);
+  req.validate = true;
+  return req;
+}
+
+TEST(PipelineTest, TowersAreOptimizedValidatedAndReported) {
+  PipelineRequest req = TowersRequest("towers_opt.pt");
+  Outcome out = OptimizeModel(req);
+  ASSERT_FALSE(out.failed_stage) << out.reason;
+  EXPECT_EQ(out.status, ReportStatus::kOptimized) << out.reason;
+  EXPECT_EQ(out.clause, DecisionClause::kOptimized);
+  EXPECT_GT(out.rewrites, 0);
+  ASSERT_TRUE(out.validation);
+  EXPECT_TRUE(out.validation->check.equivalent);
+  ASSERT_TRUE(out.loaded);
+  EXPECT_LT(out.ops_after.forward, out.loaded->ops.forward);
+  EXPECT_TRUE(std::filesystem::exists(req.artifact_path));
+  nlohmann::json j = BuildReport(req, out, "test");
+  EXPECT_EQ(j["status"], "optimized");
+  EXPECT_EQ(j["decision"], "optimized");
+  EXPECT_EQ(j["artifact_sha256"].get<std::string>().size(), 64u);
+  EXPECT_EQ(j["validation"]["result"], "outputs and gradients match");
+  EXPECT_EQ(j["aten_ops_per_forward_after"], out.ops_after.forward);
+}
+
+TEST(PipelineTest, NoRuleKeepsTheOriginalByteForByte) {
+  PipelineRequest req = TowersRequest("towers_none.pt");
+  auto none = req.rules->Filter("no_such_rule", "");
+  ASSERT_TRUE(none.ok());
+  req.rules = *none;
+  Outcome out = OptimizeModel(req);
+  EXPECT_EQ(out.status, ReportStatus::kUnchanged) << out.reason;
+  EXPECT_EQ(out.clause, DecisionClause::kNoRuleApplied);
+  EXPECT_EQ(Bytes(req.artifact_path), Bytes(req.model_path));
+  nlohmann::json j = BuildReport(req, out, "test");
+  EXPECT_EQ(j["validation"]["result"], "skipped: the artifact is the original");
+  EXPECT_EQ(j["aten_ops_per_forward_after"], j["aten_ops_per_forward_before"]);
+}
+
+TEST(PipelineTest, LoadStageRejectsMissingInputsNamingTheFile) {
+  PipelineRequest req = TowersRequest("towers_noinputs.pt");
+  req.inputs_path = TempPath("no_such_inputs.pt");
+  Outcome out = OptimizeModel(req);
+  EXPECT_EQ(out.status, ReportStatus::kRejected);
+  ASSERT_TRUE(out.failed_stage);
+  EXPECT_EQ(*out.failed_stage, PipelineStage::kLoad);
+  EXPECT_FALSE(out.output_failed);
+  EXPECT_EQ(out.reason.rfind("load failure: sample inputs '", 0), 0u) << out.reason;
+  EXPECT_NE(out.reason.find("no_such_inputs.pt"), std::string::npos);
+}
+
+TEST(PipelineTest, AnUnwritableArtifactIsAnOutputFailureNotARejection) {
+  PipelineRequest req = TowersRequest("towers_opt.pt");
+  req.artifact_path = TempPath("no_such_dir/model.pt");
+  req.validate = false;
+  Outcome out = OptimizeModel(req);
+  EXPECT_TRUE(out.output_failed) << out.reason;
+  ASSERT_TRUE(out.failed_stage);
+  EXPECT_EQ(*out.failed_stage, PipelineStage::kSave);
+}
+
+TEST(PipelineTest, ArchitectureFingerprintIgnoresWeights) {
+  auto a = LoadModel(CorpusModel("towers", "scripted.pt"));
+  auto b = LoadModel(CorpusModel("towers", "scripted.pt"));
+  auto c = LoadModel(CorpusModel("wide", "scripted.pt"));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  for (at::Tensor p : b->module.parameters()) p.data().add_(1.0);
+  EXPECT_EQ(ArchitectureFingerprint(*a->graph), ArchitectureFingerprint(*b->graph));
+  EXPECT_NE(ArchitectureFingerprint(*a->graph), ArchitectureFingerprint(*c->graph));
+}
+
+// ---- the decide stage on outcomes built by hand ----------------------------------------------
+
+Outcome Rewritten(OpCounts before, OpCounts after) {
+  Outcome out;
+  out.loaded.emplace();
+  out.loaded->has_inputs = true;
+  out.loaded->ops = before;
+  out.ops_after = after;
+  out.rewrites = 3;
+  return out;
+}
+
+TEST(PipelineDecisionTest, UntimedGrowthKeepsTheOriginalUnlessAllowed) {
+  PipelineRequest req;
+  Outcome out = Rewritten({10, 100}, {12, 110});
+  Decide(req, &out);
+  EXPECT_EQ(out.status, ReportStatus::kUnchanged);
+  EXPECT_EQ(out.clause, DecisionClause::kUntimedGrowth);
+  EXPECT_NE(out.reason.find("training step (forward and backward) (110 vs 100)"), std::string::npos) << out.reason;
+  req.allow_growth = true;
+  out = Rewritten({10, 100}, {12, 110});
+  Decide(req, &out);
+  EXPECT_EQ(out.status, ReportStatus::kOptimized);
+  out = Rewritten({10, 100}, {12, 90});  // more forward ops, fewer per training step
+  req.allow_growth = false;
+  Decide(req, &out);
+  EXPECT_EQ(out.status, ReportStatus::kOptimized);
+}
+
+TEST(PipelineDecisionTest, TheGateClauseThatKeptNoRule) {
+  PipelineRequest req;
+  CostSelection sel;
+  sel.faster = false;
+  sel.original_ms = 2.0;
+  sel.optimized_ms = 2.1;
+  Outcome out = Rewritten({10, 100}, {});
+  out.rewrites = 0;
+  out.selection = sel;
+  Decide(req, &out);
+  EXPECT_EQ(out.clause, DecisionClause::kGateNothingPays);
+  EXPECT_NE(out.reason.find("No set of rules made the model faster"), std::string::npos) << out.reason;
+  out.selection->nothing_fires_within_memory = true;
+  Decide(req, &out);
+  EXPECT_EQ(out.clause, DecisionClause::kGateOverMemory);
+  out.selection->confirmed = false;
+  Decide(req, &out);
+  EXPECT_EQ(out.clause, DecisionClause::kGateNotConfirmed);
+  out.selection->none_fired = true;
+  Decide(req, &out);
+  EXPECT_EQ(out.clause, DecisionClause::kNoRuleApplied);
+  EXPECT_EQ(out.status, ReportStatus::kUnchanged);
+}
+
+TEST(PipelineDecisionTest, TimedVerdictOnTheValidatedArtifact) {
+  PipelineRequest req;
+  req.mode = ValidationMode::kTraining;
+  auto timed = [](double ref_ms, double cand_ms, int64_t ref_peak, int64_t cand_peak) {
+    Outcome out = Rewritten({10, 100}, {8, 80});
+    out.placement.device = Device::kCuda;
+    out.placement.timed = true;
+    out.validation.emplace();
+    out.validation->check.reference_train_ms = ref_ms;
+    out.validation->check.candidate_train_ms = cand_ms;
+    out.validation->check.reference_train_peak_bytes = ref_peak;
+    out.validation->check.candidate_train_peak_bytes = cand_peak;
+    return out;
+  };
+  Outcome faster = timed(4.0, 2.0, 100 << 20, 100 << 20);
+  Decide(req, &faster);
+  EXPECT_EQ(faster.clause, DecisionClause::kOptimized);
+  Outcome slower = timed(4.0, 3.99, 100 << 20, 100 << 20);
+  Decide(req, &slower);
+  EXPECT_EQ(slower.clause, DecisionClause::kTimedNotFaster);
+  Outcome bigger = timed(4.0, 2.0, 100 << 20, 200 << 20);
+  Decide(req, &bigger);
+  EXPECT_EQ(bigger.clause, DecisionClause::kTimedMoreMemory);
+  EXPECT_EQ(bigger.status, ReportStatus::kUnchanged);
+}
+
+TEST(PipelineDecisionTest, FailNamesWhatFailed) {
+  Outcome out;
+  Fail(PipelineStage::kSelect, "rule selection failed", absl::InternalError("boom"), false, &out);
+  EXPECT_EQ(out.status, ReportStatus::kRejected);
+  EXPECT_EQ(out.reason, "rule selection failed: boom");
+  EXPECT_EQ(DecisionClauseName(out.clause), "failed");
+}
+
+}  // namespace
+}  // namespace sentier
