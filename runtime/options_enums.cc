@@ -1,9 +1,12 @@
 #include "runtime/options_enums.h"
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace sentier {
@@ -92,5 +95,20 @@ absl::StatusOr<ReportStatus> ParseReportStatus(absl::string_view text) {
   return Parse(kStatuses, "report status", text);
 }
 absl::string_view ReportStatusName(ReportStatus status) { return Name(kStatuses, status); }
+
+absl::StatusOr<double> ParseMemoryMargin(absl::string_view text) {
+  if (text == "auto") return std::numeric_limits<double>::quiet_NaN();
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory margin must be auto or a number (0.5: 50% more peak memory allowed; negative: not "
+        "weighed), not '", text, "'"));
+  }
+  return value;
+}
+
+std::string MemoryMarginName(double margin) {
+  return std::isnan(margin) ? std::string("auto") : absl::StrCat(margin);
+}
 
 }  // namespace sentier

@@ -10,6 +10,8 @@
 #ifndef SENTIER_RUNTIME_OPTIONS_ENUMS_H_
 #define SENTIER_RUNTIME_OPTIONS_ENUMS_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -54,6 +56,12 @@ absl::string_view StepTimingName(StepTiming timing);
 enum class ReportStatus { kOptimized, kUnchanged, kRejected };
 absl::StatusOr<ReportStatus> ParseReportStatus(absl::string_view text);
 absl::string_view ReportStatusName(ReportStatus status);
+
+// Memory margin (--memory_margin, sentier.json's "memory_margin"): "auto" is the default memory
+// policy (runtime/verdict.h: NaN in VerdictMargins::memory), a number a margin over the
+// original's peak (a fraction; negative: memory not weighed).
+absl::StatusOr<double> ParseMemoryMargin(absl::string_view text);
+std::string MemoryMarginName(double margin);  // "auto" for the default policy, else the number
 
 }  // namespace sentier
 

@@ -19,6 +19,7 @@
 #include "runtime/file_util.h"
 #include "runtime/graph_runner.h"
 #include "runtime/pipeline_decision.h"
+#include "runtime/step_memory.h"
 
 namespace sentier {
 namespace {
@@ -126,6 +127,12 @@ absl::StatusOr<Placement> Place(const PipelineRequest& req, const LoadedModel& l
     }
   }
   placement.timed = placement.device == Device::kCuda && req.validate;
+  placement.margins = req.margins;
+  const int64_t device_bytes = DeviceMemoryBytes(
+      c10::Device(placement.device == Device::kCuda ? c10::kCUDA : c10::kCPU));
+  if (device_bytes > 0 && req.device_share > 0) {
+    placement.margins.device_limit_bytes = static_cast<int64_t>(req.device_share * device_bytes);
+  }
   return placement;
 }
 
@@ -137,7 +144,7 @@ CostOptions GateOptions(const PipelineRequest& req, const Placement& placement) 
   cost.training = IsTrainingStep(req.mode);
   cost.inference_too = req.mode == ValidationMode::kBoth;
   cost.verify_each = !req.validate;  // a validated artifact is checked once, at the end
-  cost.margins = req.margins;
+  cost.margins = placement.margins;
   cost.timing = req.timing;
   cost.executor_stall_s = req.executor_stall_s;
   cost.optimize.stacked_parameters = req.param_layout == ParameterLayout::kStacked;

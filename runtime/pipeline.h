@@ -66,7 +66,10 @@ struct PipelineRequest {
   ParameterLayout param_layout = ParameterLayout::kOriginal;
   Device device = Device::kCpu;  // where to select, validate and time (CUDA: timed verdict)
   bool select = false;           // the never-slower gate (cost_selection.h)
+  // The memory policy (runtime/verdict.h): the default (time x peak memory may not grow, peak
+  // within `device_share` of the device's memory), a margin, an owner's absolute budget, or off.
   VerdictMargins margins;
+  double device_share = kDefaultDeviceShare;
   StepTiming timing = StepTiming::kInterpreter;
   double executor_stall_s = 60.0;
   int max_rounds = 16;
@@ -116,6 +119,7 @@ struct Placement {
   bool select = false;
   bool timed = false;       // a timed verdict on the validated artifact (CUDA)
   std::string device_note;  // why the model is validated on the CPU instead
+  VerdictMargins margins;   // the request's, with the device share in bytes of this device
 };
 
 // Validation (validate stage): the checker's report and how its steps were timed.
@@ -140,6 +144,9 @@ struct Outcome {
   Placement placement;
   std::optional<CostSelection> selection;
   std::string memory_hint;  // what the model's owner could allow for every rule (sentier.json)
+  // The memory policy's judgement of the figures that decided (the timed artifact's, or the
+  // gate's selection), when there were any.
+  std::optional<MemoryJudgement> memory;
   std::optional<OptimizeReport> optimization;
   OpCounts ops_after;
   std::optional<Validation> validation;

@@ -22,8 +22,8 @@ void Settle(ReportStatus status, DecisionClause clause, std::string reason, Outc
 }
 
 // GateReason: why the gate kept no rule (`sel.faster` is false).
-std::pair<DecisionClause, std::string> GateReason(const PipelineRequest& req, const CostSelection& sel,
-                                                  absl::string_view device) {
+std::pair<DecisionClause, std::string> GateReason(const PipelineRequest& req, const VerdictMargins& margins,
+                                                  const CostSelection& sel, absl::string_view device) {
   const std::string figures = absl::StrFormat(
       "best %.3f ms vs %.3f ms original, peak %.1f vs %.1f MiB per %s on %s", sel.optimized_ms,
       sel.original_ms, MiB(sel.optimized_peak_bytes), MiB(sel.original_peak_bytes), StepName(req.mode), device);
@@ -35,11 +35,10 @@ std::pair<DecisionClause, std::string> GateReason(const PipelineRequest& req, co
   }
   if (sel.nothing_fires_within_memory) {
     return {DecisionClause::kGateOverMemory,
-            absl::StrFormat("Every set of rules that changes the model raised peak memory on %s beyond the "
-                            "bound (%g%% or %d MiB more, whichever is more; %s)%s",
-                            device, req.margins.memory * 100.0,
-                            static_cast<int>(req.margins.memory_floor_bytes >> 20),
-                            sel.log.empty() ? figures : sel.log.front(), kKeptOriginal)};
+            absl::StrFormat("Every set of rules that changes the model needed more peak memory on %s than "
+                            "the memory policy (%s) allows (%s)%s",
+                            device, MemoryPolicyName(margins), sel.log.empty() ? figures : sel.log.front(),
+                            kKeptOriginal)};
   }
   return {DecisionClause::kGateNothingPays,
           absl::StrCat("No set of rules made the model faster on ", device,
@@ -56,32 +55,42 @@ std::string NoRuleReason(const Outcome& out) {
                       ")", kKeptOriginal);
 }
 
-// JudgeTimed: the never-slower verdict on the validated artifact's timed step.
+// JudgeTimed: the never-slower verdict and the memory policy on the validated artifact's timed
+// step.
 void JudgeTimed(const PipelineRequest& req, const std::string& optimized_reason, Outcome* out) {
   const CheckReport& c = out->validation->check;
   const bool training = JudgesTrainingStep(req.mode);
+  const VerdictMargins& margins = out->placement.margins;
   StepFigures ref{training ? c.reference_train_ms : c.reference_ms,
                   training ? c.reference_train_peak_bytes : c.reference_peak_bytes};
   StepFigures cand{training ? c.candidate_train_ms : c.candidate_ms,
                    training ? c.candidate_train_peak_bytes : c.candidate_peak_bytes};
-  switch (Judge(ref, cand, req.margins)) {
+  out->memory = JudgeMemory(ref, cand, margins);
+  switch (Judge(ref, cand, margins)) {
     case Verdict::kFaster:
       return Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized_reason, out);
     case Verdict::kNotFaster:
       return Settle(ReportStatus::kUnchanged, DecisionClause::kTimedNotFaster,
                     absl::StrFormat("The optimized model was not faster on the GPU (%.3f ms vs %.3f ms "
                                     "per %s, %.0f%% needed), so the artifact is the original.",
-                                    cand.ms, ref.ms, StepName(req.mode), req.margins.speed * 100),
+                                    cand.ms, ref.ms, StepName(req.mode), margins.speed * 100),
                     out);
     case Verdict::kMoreMemory:
       return Settle(ReportStatus::kUnchanged, DecisionClause::kTimedMoreMemory,
-                    absl::StrFormat("The optimized model needed more peak GPU memory (%.1f MiB vs %.1f "
-                                    "MiB per %s, more than the %.0f%% allowed), so the artifact is the "
-                                    "original.",
-                                    MiB(cand.peak_bytes), MiB(ref.peak_bytes), StepName(req.mode),
-                                    req.margins.memory * 100),
+                    absl::StrFormat("The optimized model needed more peak GPU memory than the memory "
+                                    "policy allows (%.1f MiB vs %.1f MiB per %s at %.3f vs %.3f ms; "
+                                    "at most %.1f MiB by its %s clause), so the artifact is the original.",
+                                    MiB(cand.peak_bytes), MiB(ref.peak_bytes), StepName(req.mode), cand.ms,
+                                    ref.ms, MiB(out->memory->allowed_bytes),
+                                    MemoryClauseName(out->memory->clause)),
                     out);
   }
+}
+
+// GateMemory: the memory policy's judgement of the gate's selection (its scored step).
+MemoryJudgement GateMemory(const CostSelection& sel, const VerdictMargins& margins) {
+  return JudgeMemory({sel.original_ms, sel.original_peak_bytes}, {sel.optimized_ms, sel.optimized_peak_bytes},
+                     margins);
 }
 
 }  // namespace
@@ -119,10 +128,11 @@ std::string MemoryHint(const PipelineRequest& req, const Outcome& out) {
 
 void Decide(const PipelineRequest& req, Outcome* out) {
   out->memory_hint = MemoryHint(req, *out);
+  if (out->selection) out->memory = GateMemory(*out->selection, out->placement.margins);
   const std::string device(DeviceName(out->placement.device));
   if (out->rewrites == 0) {
     if (out->selection && !out->selection->faster && !out->selection->none_fired) {
-      auto [clause, reason] = GateReason(req, *out->selection, device);
+      auto [clause, reason] = GateReason(req, out->placement.margins, *out->selection, device);
       return Settle(ReportStatus::kUnchanged, clause, reason, out);
     }
     return Settle(ReportStatus::kUnchanged, DecisionClause::kNoRuleApplied, NoRuleReason(*out), out);

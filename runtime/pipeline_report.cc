@@ -1,6 +1,8 @@
 // pipeline_report.cc — the report of an outcome (runtime/report_schema.json): the one place
 // where sentier_opt's --report, sentierd's report.json and model_bench's decisions get their
 // fields.
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/pipeline.h"
@@ -17,7 +19,6 @@ void AddSource(const PipelineRequest& req, const Outcome& out, nlohmann::json* j
   }
   (*j)["mode"] = std::string(ValidationModeName(req.mode));
   (*j)["param_layout"] = std::string(ParameterLayoutName(req.param_layout));
-  (*j)["memory_margin"] = req.margins.memory;
   (*j)["device"] = std::string(DeviceName(out.placement.device));
   if (!out.placement.device_note.empty()) (*j)["device_note"] = out.placement.device_note;
   if (!out.loaded) return;
@@ -25,6 +26,22 @@ void AddSource(const PipelineRequest& req, const Outcome& out, nlohmann::json* j
   if (!loaded.source_sha256.empty()) (*j)["source_sha256"] = loaded.source_sha256;
   if (!loaded.inputs_sha256.empty()) (*j)["inputs_sha256"] = loaded.inputs_sha256;
   (*j)["architecture_fingerprint"] = loaded.architecture_fingerprint;
+}
+
+// The memory policy in force (runtime/verdict.h) and, where figures were judged, the clause that
+// set the bound.
+void AddMemoryPolicy(const Outcome& out, nlohmann::json* j) {
+  const VerdictMargins& m = out.placement.margins;
+  if (!std::isnan(m.memory)) (*j)["memory_margin"] = m.memory;
+  nlohmann::json policy = {{"policy", MemoryPolicyName(m)}};
+  if (m.device_limit_bytes > 0) policy["device_limit_bytes"] = m.device_limit_bytes;
+  if (m.max_step_bytes > 0) policy["max_step_bytes"] = m.max_step_bytes;
+  if (out.memory) {
+    policy["clause"] = MemoryClauseName(out.memory->clause);
+    policy["allowed_bytes"] = out.memory->allowed_bytes;
+    policy["excess_bytes"] = out.memory->excess_bytes;
+  }
+  (*j)["memory_policy"] = policy;
 }
 
 void AddOpCounts(const Outcome& out, nlohmann::json* j) {
@@ -86,6 +103,7 @@ nlohmann::json BuildReport(const PipelineRequest& req, const Outcome& out, absl:
       j["stacked_parameters"] = nlohmann::json::parse(out.optimization->param_layout.ToJson())["stacked"];
     }
   }
+  AddMemoryPolicy(out, &j);
   AddOpCounts(out, &j);
   AddValidation(req, out, &j);
   j["status"] = std::string(ReportStatusName(out.status));

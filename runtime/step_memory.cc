@@ -10,8 +10,11 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
+#include <unistd.h>
+
 #ifdef SENTIER_WITH_CUDA
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/cuda.h>
 #endif
@@ -91,6 +94,19 @@ absl::StatusOr<int64_t> PeakStepBytes(const c10::Device& device, const std::func
   } catch (const std::exception& e) {
     return StepError(e);
   }
+}
+
+int64_t DeviceMemoryBytes(const c10::Device& device) {
+#ifdef SENTIER_WITH_CUDA
+  if (device.is_cuda()) {
+    if (!torch::cuda::is_available()) return -1;
+    const int index = device.has_index() ? device.index() : 0;
+    return static_cast<int64_t>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
+  }
+#endif
+  if (!device.is_cpu()) return -1;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : -1;
 }
 
 }  // namespace sentier

@@ -26,6 +26,10 @@ namespace sentier {
 // thrown by `step` becomes InternalError with its first line.
 absl::StatusOr<int64_t> PeakStepBytes(const c10::Device& device, const std::function<void()>& step);
 
+// DeviceMemoryBytes: the device's memory (CUDA: the card's total; the CPU: the machine's
+// physical memory); -1 where it cannot be told (a CUDA device in a build without CUDA).
+int64_t DeviceMemoryBytes(const c10::Device& device);
+
 }  // namespace sentier
 
 #endif  // SENTIER_RUNTIME_STEP_MEMORY_H_

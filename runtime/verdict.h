@@ -1,23 +1,36 @@
 // verdict.h — the one place that decides whether a measured model is faster than the original
-// and whether its peak memory stays within bounds. The gate's rule selection
-// (cost_selection.cc), sentierd's publishing decision (optimize_job.cc) and sentier_opt all call
-// it, with the same margins.
+// and whether its peak memory is acceptable: the memory policy. The gate's rule selection
+// (cost_selection.cc) and the pipeline's decide stage (pipeline_decision.cc) call it, with the
+// same margins.
 //
-//   StepFigures original{.ms = 6.1, .peak_bytes = 235 << 20};
-//   StepFigures candidate{.ms = 5.0, .peak_bytes = 203 << 20};
+//   StepFigures original{.ms = 40.8, .peak_bytes = 196 << 20};
+//   StepFigures candidate{.ms = 10.5, .peak_bytes = 323 << 20};
 //   Verdict v = Judge(original, candidate, VerdictMargins{});   // Verdict::kFaster
 //
 // Faster means faster by more than `speed` (a fraction of the original's time: run-to-run noise
-// must not publish a model); within memory means a peak no more than `memory` (a fraction) above
-// the original's, or no more than `memory_floor_bytes` above it, whichever allows more (on a
-// model whose step needs a few MiB, one more 2 MiB block of the CUDA caching allocator is tens
-// of percent and no risk to anyone's memory); a negative `memory` turns the memory bound off.
-// Unknown figures (-1) are never faster and never within bounds.
+// must not publish a model). The memory policy, in one sentence: a faster step may hold as much
+// more memory as it is faster — its time x peak memory may not exceed the original's (3.9x
+// faster may peak at up to 3.9x: at a proportionally smaller batch it would need no more memory
+// and still be faster) — as long as its peak stays within a share of the device's memory; a
+// budget of the model's owner (a margin over the original's peak, or an absolute peak) replaces
+// both. Batching holds more at once whatever its spelling (the same towers batched by hand in
+// eager PyTorch peak at 2.5x the original), so a bound near the original's peak refuses batching
+// itself. The clauses:
+//   time_memory_product  (default) candidate peak <= original peak x original ms / candidate ms
+//   device_share         (default) candidate peak <= device_limit_bytes (a share of the device)
+//   margin               `memory` >= 0: peak <= original peak x (1 + memory)
+//   max_step_bytes       `max_step_bytes` > 0: peak <= max_step_bytes
+//   off                  `memory` < 0: peak memory not weighed
+// Each peak may also exceed its bound by `memory_floor_bytes` (a few MiB: on a model whose step
+// needs a few MiB, one more 2 MiB block of the CUDA caching allocator is tens of percent and no
+// risk to anyone's memory). Unknown figures (-1) are never faster and never within bounds.
 #ifndef SENTIER_RUNTIME_VERDICT_H_
 #define SENTIER_RUNTIME_VERDICT_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace sentier {
@@ -27,11 +40,42 @@ struct StepFigures {
   int64_t peak_bytes = -1;   // peak bytes the step allocates beyond what it started with
 };
 
+// kMemoryPolicyDefault: VerdictMargins::memory when no margin is set (NaN): the time-memory
+// product and the device share decide.
+inline constexpr double kMemoryPolicyDefault = std::numeric_limits<double>::quiet_NaN();
+
+// kDefaultDeviceShare: the share of the device's memory a step may peak at under the default
+// policy (sentierd and sentier_opt --max_memory_share).
+inline constexpr double kDefaultDeviceShare = 0.5;
+
 struct VerdictMargins {
-  double speed = 0.02;   // a change must win by more than this fraction
-  double memory = 0.01;  // peak memory may exceed the original's by this fraction; < 0: off
-  int64_t memory_floor_bytes = int64_t{4} << 20;  // ... or by this many bytes, if that is more
+  double speed = 0.02;  // a change must win by more than this fraction
+  // The default policy (NaN), a margin (>= 0: a fraction of the original's peak), or off (< 0).
+  double memory = kMemoryPolicyDefault;
+  int64_t memory_floor_bytes = int64_t{4} << 20;  // a peak may exceed its bound by this much
+  int64_t max_step_bytes = -1;      // > 0: the owner's absolute budget (replaces every clause)
+  int64_t device_limit_bytes = -1;  // default policy: a share of the device's memory (-1: unknown)
 };
+
+enum class MemoryClause { kTimeMemoryProduct, kDeviceShare, kMargin, kMaxStepBytes, kOff };
+
+inline const char* MemoryClauseName(MemoryClause clause) {
+  switch (clause) {
+    case MemoryClause::kTimeMemoryProduct: return "time_memory_product";
+    case MemoryClause::kDeviceShare: return "device_share";
+    case MemoryClause::kMargin: return "margin";
+    case MemoryClause::kMaxStepBytes: return "max_step_bytes";
+    case MemoryClause::kOff: return "off";
+  }
+  return "off";
+}
+
+// PolicyName: the policy in force, in the report's words.
+inline std::string MemoryPolicyName(const VerdictMargins& m) {
+  if (m.max_step_bytes > 0) return MemoryClauseName(MemoryClause::kMaxStepBytes);
+  if (std::isnan(m.memory)) return "time_memory_product+device_share";
+  return MemoryClauseName(m.memory < 0 ? MemoryClause::kOff : MemoryClause::kMargin);
+}
 
 enum class Verdict { kFaster, kNotFaster, kMoreMemory };
 
@@ -40,14 +84,51 @@ inline bool FasterThan(double candidate_ms, double reference_ms, const VerdictMa
   return candidate_ms >= 0 && reference_ms > 0 && candidate_ms < reference_ms * (1.0 - m.speed);
 }
 
-// ExcessPeakBytes: bytes by which the candidate's peak exceeds what the memory margin allows
-// (0: within bounds, or the bound is off).
+// MemoryJudgement: by how many bytes the candidate's peak exceeds what the policy allows (0:
+// within bounds) and the clause that set the bound it was judged by (the tightest one).
+struct MemoryJudgement {
+  int64_t excess_bytes = 0;
+  int64_t allowed_bytes = -1;  // -1: no bound (off, or nothing known to bound by)
+  MemoryClause clause = MemoryClause::kOff;
+};
+
+// JudgeMemory: the memory policy (see the header comment) on one step's figures.
+inline MemoryJudgement JudgeMemory(const StepFigures& original, const StepFigures& candidate,
+                                   const VerdictMargins& m) {
+  MemoryJudgement j;
+  auto bound = [&](int64_t allowed, MemoryClause clause) {
+    if (j.allowed_bytes < 0 || allowed < j.allowed_bytes) {
+      j.allowed_bytes = allowed;
+      j.clause = clause;
+    }
+  };
+  const int64_t orig = original.peak_bytes, cand = candidate.peak_bytes;
+  if (m.max_step_bytes > 0) {
+    bound(m.max_step_bytes, MemoryClause::kMaxStepBytes);
+  } else if (!std::isnan(m.memory)) {
+    if (m.memory < 0) return j;
+    if (orig < 0 || cand < 0) return {cand < 0 && orig < 0 ? 0 : 1, -1, MemoryClause::kMargin};
+    bound(std::max(static_cast<int64_t>(static_cast<double>(orig) * (1.0 + m.memory)), orig + m.memory_floor_bytes),
+          MemoryClause::kMargin);
+  } else {
+    if (orig < 0 || cand < 0) return {cand < 0 && orig < 0 ? 0 : 1, -1, MemoryClause::kTimeMemoryProduct};
+    const double speedup = candidate.ms > 0 && original.ms > 0 ? std::max(1.0, original.ms / candidate.ms) : 1.0;
+    bound(std::max(static_cast<int64_t>(static_cast<double>(orig) * speedup), orig + m.memory_floor_bytes),
+          MemoryClause::kTimeMemoryProduct);
+    if (m.device_limit_bytes > 0) bound(std::max(m.device_limit_bytes, orig), MemoryClause::kDeviceShare);
+  }
+  if (cand >= 0 && j.allowed_bytes >= 0) j.excess_bytes = std::max<int64_t>(0, cand - j.allowed_bytes);
+  return j;
+}
+
+// ExcessPeakBytes: bytes by which the candidate's peak exceeds what the margin clause allows
+// (0: within bounds, or the bound is off); a default policy (NaN) is judged as the 1% margin it
+// replaced, for callers that have no times.
 inline int64_t ExcessPeakBytes(int64_t original_peak, int64_t candidate_peak, const VerdictMargins& m) {
-  if (m.memory < 0) return 0;
-  if (original_peak < 0 || candidate_peak < 0) return candidate_peak < 0 && original_peak < 0 ? 0 : 1;
-  int64_t limit = std::max(static_cast<int64_t>(static_cast<double>(original_peak) * (1.0 + m.memory)),
-                           original_peak + m.memory_floor_bytes);
-  return std::max<int64_t>(0, candidate_peak - limit);
+  VerdictMargins margin = m;
+  if (std::isnan(margin.memory)) margin.memory = 0.01;
+  margin.max_step_bytes = -1;
+  return JudgeMemory({-1, original_peak}, {-1, candidate_peak}, margin).excess_bytes;
 }
 
 // MemoryMarginNeeded: the smallest memory margin, in hundredths, under which `candidate_peak` is
@@ -66,9 +147,10 @@ inline double MemoryMarginNeeded(int64_t original_peak, int64_t candidate_peak) 
   return hundredths / 100.0;
 }
 
-// Judge: memory first (a faster model that needs more memory is not published), then speed.
+// Judge: memory first (a faster model whose peak the policy does not allow is not published),
+// then speed.
 inline Verdict Judge(const StepFigures& original, const StepFigures& candidate, const VerdictMargins& m) {
-  if (ExcessPeakBytes(original.peak_bytes, candidate.peak_bytes, m) > 0) return Verdict::kMoreMemory;
+  if (JudgeMemory(original, candidate, m).excess_bytes > 0) return Verdict::kMoreMemory;
   return FasterThan(candidate.ms, original.ms, m) ? Verdict::kFaster : Verdict::kNotFaster;
 }
 

@@ -82,9 +82,16 @@ DEFINE_string(cost, "none",
               "only rewrites that make it faster without raising the step's peak memory by more "
               "than --memory_margin (needs --inputs); when nothing pays, the output is the "
               "original model");
-DEFINE_double(memory_margin, 0.01,
-              "with --cost=measure: how much (a fraction of the original's) the peak memory of a "
-              "step may grow; negative: peak memory is not weighed");
+DEFINE_string(memory_margin, "auto",
+              "with --cost=measure, the memory policy: auto (a step's time x peak memory may not "
+              "grow, and its peak stays within --max_memory_share of the device's memory), a "
+              "number (the peak may grow by this fraction of the original's), or negative (peak "
+              "memory not weighed)");
+DEFINE_double(max_memory_share, 0.5,
+              "with --memory_margin=auto: the share of the device's memory a step's peak may reach");
+DEFINE_double(max_step_memory_mib, 0,
+              "with --cost=measure: an absolute budget for a step's peak memory, in MiB (replaces "
+              "--memory_margin and --max_memory_share; 0: none)");
 DEFINE_string(device, "auto", "with --cost=measure: auto (CUDA when available), cpu or cuda");
 DEFINE_string(timing, "auto",
               "with --cost=measure: how the timed steps run: interpreter (the graph executor's "
@@ -229,9 +236,16 @@ absl::Status CostFlags(sentier::PipelineRequest* req) {
   }
   auto device = GateDevice();
   if (!device.ok()) return device.status();
+  auto margin = sentier::ParseMemoryMargin(FLAGS_memory_margin);
+  if (!margin.ok()) return absl::InvalidArgumentError(absl::StrCat("--memory_margin: ", margin.status().message()));
+  if (!(FLAGS_max_memory_share > 0 && FLAGS_max_memory_share <= 1) || !(FLAGS_max_step_memory_mib >= 0)) {
+    return absl::InvalidArgumentError("--max_memory_share must be in (0, 1] and --max_step_memory_mib >= 0");
+  }
   req->select = true;
   req->device = *device;
-  req->margins.memory = FLAGS_memory_margin;
+  req->margins.memory = *margin;
+  req->margins.max_step_bytes = static_cast<int64_t>(FLAGS_max_step_memory_mib * 1048576.0);
+  req->device_share = FLAGS_max_memory_share;
   req->timing = *timing;
   req->executor_stall_s = FLAGS_executor_stall_s;
   return absl::OkStatus();

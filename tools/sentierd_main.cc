@@ -61,10 +61,13 @@ DEFINE_string(select_rules, "auto",
 DEFINE_string(param_layout, "original",
               "original|stacked: how published artifacts store the parameters the batching rules "
               "stack (see sentier_opt --param_layout); REG/<model>/sentier.json overrides it");
-DEFINE_double(memory_margin, 0.01,
-              "on cuda: an optimized model whose timed step needs more peak memory than the "
-              "original's by more than this fraction is not published (negative: not weighed); "
-              "REG/<model>/sentier.json's memory_margin overrides it");
+DEFINE_string(memory_margin, "auto",
+              "the memory policy on cuda: auto (a step's time x peak memory may not grow, and its "
+              "peak stays within --max_memory_share of the device's memory), a number (the peak "
+              "may grow by this fraction of the original's) or negative (not weighed); "
+              "REG/<model>/sentier.json's memory_margin or max_step_memory_mib overrides it");
+DEFINE_double(max_memory_share, 0.5,
+              "with --memory_margin=auto: the share of the device's memory a step's peak may reach");
 DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
 DEFINE_int32(metrics_port, 0, "serve /metrics and /healthz on this port (0: off)");
 DEFINE_string(shard, "", "i/n: only models whose name hashes to shard i of n");
@@ -159,6 +162,11 @@ int OptionsFromFlags(ManagerOptions* o) {
   if (FLAGS_poll_interval_ms < 1) return Fail(kBadFlags, "--poll_interval_ms must be positive");
   if (FLAGS_job_timeout_s < 1) return Fail(kBadFlags, "--job_timeout_s must be positive");
   if (!(FLAGS_executor_stall_s >= 0)) return Fail(kBadFlags, "--executor_stall_s must be >= 0");
+  absl::StatusOr<double> memory_margin = ParseMemoryMargin(FLAGS_memory_margin);
+  if (!memory_margin.ok()) return Fail(kBadFlags, absl::StrCat("--memory_margin: ", memory_margin.status().message()));
+  if (!(FLAGS_max_memory_share > 0 && FLAGS_max_memory_share <= 1)) {
+    return Fail(kBadFlags, "--max_memory_share must be in (0, 1]");
+  }
   if (FLAGS_max_model_bytes < 0) return Fail(kBadFlags, "--max_model_bytes must be >= 0");
   if (FLAGS_metrics_port < 0 || FLAGS_metrics_port > 65535) {
     return Fail(kBadFlags, "--metrics_port must be in 0..65535");
@@ -180,7 +188,8 @@ int OptionsFromFlags(ManagerOptions* o) {
   o->shard_count = shard_count;
   o->mode = *mode;
   o->job_device = ResolvedDevice(*device);
-  o->memory_margin = FLAGS_memory_margin;
+  o->memory_margin = *memory_margin;
+  o->max_memory_share = FLAGS_max_memory_share;
   o->select_rules = *select_rules == RuleSelection::kAuto ? o->job_device == Device::kCuda
                                                           : *select_rules == RuleSelection::kOn;
   o->param_layout = *param_layout;
@@ -285,7 +294,8 @@ int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
     spec.stage_dir = FLAGS_job_stage;
     spec.rules_dir = FLAGS_job_rules;
     spec.device = *device;
-    spec.memory_margin = FLAGS_memory_margin;
+    spec.memory_margin = *ParseMemoryMargin(FLAGS_memory_margin);  // checked with the other flags
+    spec.max_memory_share = FLAGS_max_memory_share;
     spec.select_rules = ParseRuleSelection(FLAGS_select_rules).value_or(RuleSelection::kOff) ==
                         RuleSelection::kOn;
     spec.param_layout = *param_layout;

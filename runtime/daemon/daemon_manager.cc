@@ -41,7 +41,8 @@ pid_t ExecJobLauncher::Launch(const JobSpec& spec) {
       absl::StrCat("--job_stage=", spec.stage_dir), absl::StrCat("--job_rules=", spec.rules_dir),
       absl::StrCat("--mode=", ValidationModeName(spec.mode)),
       absl::StrCat("--job_device=", DeviceName(spec.device)),
-      absl::StrCat("--memory_margin=", spec.memory_margin),
+      absl::StrCat("--memory_margin=", MemoryMarginName(spec.memory_margin)),
+      absl::StrCat("--max_memory_share=", spec.max_memory_share),
       absl::StrCat("--select_rules=",
                    RuleSelectionName(spec.select_rules ? RuleSelection::kOn : RuleSelection::kOff)),
       absl::StrCat("--param_layout=", ParameterLayoutName(spec.param_layout)),
@@ -265,6 +266,7 @@ void DaemonManager::Dispatch(Job job) {
   spec.mode = options_.mode;
   spec.device = options_.job_device;
   spec.memory_margin = options_.memory_margin;
+  spec.max_memory_share = options_.max_memory_share;
   spec.select_rules = options_.select_rules;
   spec.param_layout = options_.param_layout;
   spec.timing = options_.timing;

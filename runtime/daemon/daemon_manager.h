@@ -38,6 +38,7 @@
 #include "runtime/daemon/publisher.h"
 #include "runtime/daemon/registry_watcher.h"
 #include "runtime/daemon/rules_tracker.h"
+#include "runtime/verdict.h"
 
 namespace sentier {
 
@@ -80,7 +81,8 @@ struct ManagerOptions {
   // whether to select rules by timing, and the default parameter layout.
   ValidationMode mode = ValidationMode::kBoth;
   Device job_device = Device::kCpu;
-  double memory_margin = 0.01;
+  double memory_margin = kMemoryPolicyDefault;  // runtime/verdict.h; NaN: the default policy
+  double max_memory_share = kDefaultDeviceShare;
   bool select_rules = false;
   ParameterLayout param_layout = ParameterLayout::kOriginal;
   StepTiming timing = StepTiming::kInterpreter;  // how the gate times steps (--timing)

@@ -38,13 +38,19 @@ absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* conf
       if (!s.ok()) return s;
     } else if (it.key() == "memory_margin") {
       // JSON has no NaN or infinity; a number is finite here.
-      if (!value.is_number()) {
+      if (!value.is_number() && value != "auto") {
         return absl::InvalidArgumentError(absl::StrCat(
-            "memory_margin must be a number (0.5: 50% more peak memory allowed; negative: not "
-            "weighed), not ",
+            "memory_margin must be \"auto\" or a number (0.5: 50% more peak memory allowed; "
+            "negative: not weighed), not ",
             value.dump()));
       }
-      updated.memory_margin = value.get<double>();
+      updated.memory_margin = value.is_number() ? value.get<double>() : kMemoryPolicyDefault;
+    } else if (it.key() == "max_step_memory_mib") {
+      if (!value.is_number() || !(value.get<double>() > 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("max_step_memory_mib must be a positive number (MiB), not ", value.dump()));
+      }
+      updated.max_step_memory_mib = value.get<double>();
     } else if (it.key() == "mode") {
       absl::Status s = ReadWord(it.key(), value, ParseValidationMode,
                                 "\"inference\", \"training\" or \"both\"", &updated.mode);
@@ -55,7 +61,7 @@ absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* conf
       if (!s.ok()) return s;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown key '", it.key(), "' (known: param_layout, memory_margin, mode, timing)"));
+          "unknown key '", it.key(), "' (known: param_layout, memory_margin, max_step_memory_mib, mode, timing)"));
     }
   }
   *config = updated;

@@ -10,11 +10,13 @@
 // - timing: "interpreter" | "executor": how this model's steps are timed (sentierd's --timing
 //   otherwise; runtime/options_enums.h). executor times as users run artifacts (the CUDA fuser
 //   included) and needs LibTorch 2.x: on 1.13 the version is rejected with that reason.
-// - memory_margin: a number; how much more peak memory per timed step (as a fraction of the
-//   original's) the optimized model may need and still be published on CUDA. 0.5 accepts 50%
-//   more; a negative number turns the memory weighing off for this model. A stacked layout that
-//   makes training 20x faster but holds whole-layer activations at once is a trade its owner can
-//   choose here, per model, while the registry-wide default stays strict.
+// - memory_margin: "auto" or a number. The memory policy (runtime/verdict.h) for this model:
+//   "auto" is the default (a step's time x peak memory may not grow, its peak within the
+//   daemon's --max_memory_share of the device); a number is how much more peak memory per timed
+//   step (as a fraction of the original's) the optimized model may need: 0.5 accepts 50% more;
+//   a negative number turns the memory weighing off for this model.
+// - max_step_memory_mib: a positive number; an absolute budget for the timed step's peak memory,
+//   in MiB. It replaces every other memory clause (the owner's budget wins).
 // The file is strict: an unknown key, a value of the wrong type or out of range is an error that
 // names the key and the value (the version is then rejected with that reason, never built with a
 // half-read configuration). A key left out keeps the daemon's flag.
@@ -27,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "runtime/options_enums.h"
+#include "runtime/verdict.h"
 
 namespace sentier {
 
@@ -35,7 +38,8 @@ constexpr char kModelConfigFile[] = "sentier.json";
 
 struct ModelConfig {
   ParameterLayout param_layout = ParameterLayout::kOriginal;
-  double memory_margin = 0.01;  // negative: peak memory is not weighed
+  double memory_margin = kMemoryPolicyDefault;  // runtime/verdict.h (NaN: the default policy)
+  double max_step_memory_mib = -1;               // > 0: the owner's absolute budget
   ValidationMode mode = ValidationMode::kBoth;
   StepTiming timing = StepTiming::kInterpreter;
 };

@@ -77,6 +77,10 @@ PipelineRequest JobRequest(const JobSpec& spec, const ModelConfig& config,
   req.device = spec.device;
   req.select = spec.select_rules;
   req.margins.memory = config.memory_margin;
+  if (config.max_step_memory_mib > 0) {
+    req.margins.max_step_bytes = static_cast<int64_t>(config.max_step_memory_mib * 1048576.0);
+  }
+  req.device_share = spec.max_memory_share;
   req.timing = config.timing;
   req.executor_stall_s = spec.executor_stall_s;
   req.artifact_path = spec.stage_dir + "/model.pt";

@@ -10,6 +10,7 @@
 #define SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,10 @@ struct JobSpec {
   // memory than the original's by more than memory_margin, is not published (status unchanged,
   // the artifact is the original).
   Device device = Device::kCpu;
-  double memory_margin = 0.01;  // negative: peak memory is not weighed
+  // The memory policy (runtime/verdict.h): NaN (the default: time x peak may not grow, peak
+  // within max_memory_share of the device), a margin, or negative (not weighed).
+  double memory_margin = std::numeric_limits<double>::quiet_NaN();
+  double max_memory_share = 0.5;
   // Before optimizing, keep only the rules that pay on `device` (SelectRulesByMeasurement:
   // timed ablation, peak memory within memory_margin; the step is the training step, plus the
   // forward with mode "both", or the forward with "inference"). When no set pays, the artifact
