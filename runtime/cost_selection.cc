@@ -101,186 +101,255 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
   return sel;
 }
 
-absl::StatusOr<CostSelection> SelectRules(const RuleSet& rules, const CostOptions& options,
-                                          const TrialMeasurer& measure) {
-  CostSelection sel;
-  Trial orig;
-  auto best = measure(rules, &orig);
-  if (!best.ok()) return best.status();
-  double orig_ms = orig.ms;
-  sel.original_ms = orig_ms;
-  sel.original_forward_ms = orig.forward_ms;
-  sel.original_peak_bytes = orig.peak;
-  sel.original_forward_peak_bytes = orig.forward_peak;
-  auto size = [](int64_t bytes) {
-    return bytes < (1 << 20) ? absl::StrFormat("%.1f KiB", bytes / 1024.0)
-                             : absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024.0));
-  };
+namespace {
+
+std::string SizeText(int64_t bytes) {
+  return bytes < (1 << 20) ? absl::StrFormat("%.1f KiB", bytes / 1024.0)
+                           : absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024.0));
+}
+
+// One selection, in steps: the baseline (every rule, and the original), the memory bound (group
+// rules left out and added back), the ablation for speed, the confirmation, the result.
+class RuleSelector {
+ public:
+  RuleSelector(const RuleSet& rules, const CostOptions& options, const TrialMeasurer& measure)
+      : rules_(rules), options_(options), measure_(measure) {}
+
+  absl::StatusOr<CostSelection> Select();
+
+ private:
+  absl::Status MeasureBaseline();
+  absl::Status KeepWithinMemory();
+  absl::Status DropSlowerRules();
+  void NoteMarginForAllRules();
+  void SetResultFigures();
+  absl::Status Confirm(const RuleSet& chosen);
+
+  // The set without `names`, measured; the rules that fire in it are noted in ever_fired_.
+  absl::StatusOr<Trial> MeasureWithout(const std::vector<std::string>& names) {
+    auto t = measure_(*rules_.Without(names), nullptr);
+    if (t.ok()) ever_fired_.insert(t->fired.begin(), t->fired.end());
+    return t;
+  }
   // Bytes by which a trial's peaks exceed what the margin allows (0: within bounds).
-  auto excess = [&](const Trial& t) -> int64_t {
-    int64_t e = ExcessPeakBytes(orig.peak, t.peak, options.margins);
-    if (options.training && options.inference_too) {
-      e += ExcessPeakBytes(orig.forward_peak, t.forward_peak, options.margins);
+  int64_t Excess(const Trial& t) const {
+    int64_t e = ExcessPeakBytes(orig_.peak, t.peak, options_.margins);
+    if (options_.training && options_.inference_too) {
+      e += ExcessPeakBytes(orig_.forward_peak, t.forward_peak, options_.margins);
     }
     return e;
-  };
-  auto faster = [&](double ms, double than) { return FasterThan(ms, than, options.margins); };
-  auto describe = [&](const Trial& t) {
-    if (options.training && options.inference_too) {
-      return absl::StrFormat("%.3f ms, peak %s (forward %s)", t.ms, size(t.peak), size(t.forward_peak));
+  }
+  bool Faster(double ms, double than) const { return FasterThan(ms, than, options_.margins); }
+  std::string Describe(const Trial& t) const {
+    if (options_.training && options_.inference_too) {
+      return absl::StrFormat("%.3f ms, peak %s (forward %s)", t.ms, SizeText(t.peak), SizeText(t.forward_peak));
     }
-    return absl::StrFormat("%.3f ms, peak %s", t.ms, size(t.peak));
-  };
-  sel.log.push_back(absl::StrFormat("all rules: %s (original %s)", describe(*best), describe(orig)));
-  sel.none_fired = best->fired.empty();
-  std::vector<std::string> dropped;
+    return absl::StrFormat("%.3f ms, peak %s", t.ms, SizeText(t.peak));
+  }
+
+  const RuleSet& rules_;
+  const CostOptions& options_;
+  const TrialMeasurer& measure_;
+  CostSelection sel_;
+  Trial orig_;       // the original model
+  Trial all_rules_;  // every rule
+  Trial best_;       // the best set so far: every rule but dropped_
+  bool over_memory_ = false;  // every rule together is over the peak-memory bound
+  std::vector<std::string> dropped_;
   // Every rule that fired in some measured set: the report names only those among the rules
   // left out (the memory phase leaves out every group rule, most of which match nothing here).
-  absl::flat_hash_set<std::string> ever_fired(best->fired.begin(), best->fired.end());
-  auto measure_without = [&](const std::vector<std::string>& names) -> absl::StatusOr<Trial> {
-    auto t = measure(*rules.Without(names), nullptr);
-    if (t.ok()) ever_fired.insert(t->fired.begin(), t->fired.end());
-    return t;
-  };
-  // Memory first. Over bounds, the batched forms (group rules: they stack inputs and parameters)
-  // are all left out, then those that fired are added back one at a time, in load order, where
-  // the set stays within bounds and gets faster. (Peaks do not add up: when two rules each stack
-  // a large tensor, leaving out either alone does not lower the peak, so removing rules one by
-  // one can stall. All group rules go, not only those that fired: without one, another can batch
-  // the same members in a form that needs more memory.)
-  const bool over_memory = excess(*best) > 0;
-  const Trial all_rules = *best;
-  if (over_memory) {
-    std::vector<std::string> batching, fired_batching;
-    for (size_t i = 0; i < rules.size(); ++i) {
-      if (!rules.rule(i).is_group) continue;
-      batching.push_back(rules.rule(i).name);
-      if (std::find(best->fired.begin(), best->fired.end(), rules.rule(i).name) != best->fired.end()) {
-        fired_batching.push_back(rules.rule(i).name);
-      }
-    }
-    auto base = measure_without(batching);
-    if (!base.ok()) return base.status();
-    sel.log.push_back(absl::StrFormat("memory: without the batching rules (%s fired; %zu group rules left out): %s",
-                                      absl::StrJoin(fired_batching, ", "), batching.size(), describe(*base)));
-    dropped = batching;
-    best = base;
-    for (const std::string& name : fired_batching) {
-      if (excess(*best) > 0) break;  // over even without any batching: nothing to add back
-      std::vector<std::string> trial_drop;
-      for (const std::string& d : dropped) {
-        if (d != name) trial_drop.push_back(d);
-      }
-      auto t = measure_without(trial_drop);
-      if (!t.ok()) return t.status();
-      sel.log.push_back(absl::StrFormat("memory: with %s back: %s", name, describe(*t)));
-      // Taken back only where it fires (without the others it may have nothing to match; then
-      // a faster time is noise) and the set stays within bounds and gets faster.
-      const bool fires = std::find(t->fired.begin(), t->fired.end(), name) != t->fired.end();
-      if (fires && excess(*t) == 0 && faster(t->ms, best->ms)) {
-        dropped = trial_drop;
-        best = t;
-      }
+  absl::flat_hash_set<std::string> ever_fired_;
+};
+
+// Baseline: every rule, and the original, timed in one call.
+absl::Status RuleSelector::MeasureBaseline() {
+  auto best = measure_(rules_, &orig_);
+  if (!best.ok()) return best.status();
+  best_ = *best;
+  sel_.original_ms = orig_.ms;
+  sel_.original_forward_ms = orig_.forward_ms;
+  sel_.original_peak_bytes = orig_.peak;
+  sel_.original_forward_peak_bytes = orig_.forward_peak;
+  sel_.log.push_back(absl::StrFormat("all rules: %s (original %s)", Describe(best_), Describe(orig_)));
+  sel_.none_fired = best_.fired.empty();
+  ever_fired_.insert(best_.fired.begin(), best_.fired.end());
+  over_memory_ = Excess(best_) > 0;
+  all_rules_ = best_;
+  return absl::OkStatus();
+}
+
+// Memory first. Over bounds, the batched forms (group rules: they stack inputs and parameters)
+// are all left out, then those that fired are added back one at a time, in load order, where
+// the set stays within bounds and gets faster. (Peaks do not add up: when two rules each stack
+// a large tensor, leaving out either alone does not lower the peak, so removing rules one by
+// one can stall. All group rules go, not only those that fired: without one, another can batch
+// the same members in a form that needs more memory.)
+absl::Status RuleSelector::KeepWithinMemory() {
+  std::vector<std::string> batching, fired_batching;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if (!rules_.rule(i).is_group) continue;
+    batching.push_back(rules_.rule(i).name);
+    if (std::find(best_.fired.begin(), best_.fired.end(), rules_.rule(i).name) != best_.fired.end()) {
+      fired_batching.push_back(rules_.rule(i).name);
     }
   }
-  sel.nothing_fires_within_memory = over_memory && !sel.none_fired && best->fired.empty();
-  if (sel.nothing_fires_within_memory) {
-    sel.log.push_back("no rule fires within the peak-memory bound: the original is kept");
-  }
-  // Then speed: leave out each remaining rule that fired, keeping what is faster and in bounds.
-  for (const std::string& name : std::vector<std::string>(best->fired)) {
-    std::vector<std::string> trial_drop = dropped;
-    trial_drop.push_back(name);
-    auto t = measure_without(trial_drop);
+  auto base = MeasureWithout(batching);
+  if (!base.ok()) return base.status();
+  sel_.log.push_back(absl::StrFormat("memory: without the batching rules (%s fired; %zu group rules left out): %s",
+                                     absl::StrJoin(fired_batching, ", "), batching.size(), Describe(*base)));
+  dropped_ = batching;
+  best_ = *base;
+  for (const std::string& name : fired_batching) {
+    if (Excess(best_) > 0) break;  // over even without any batching: nothing to add back
+    std::vector<std::string> trial_drop;
+    for (const std::string& d : dropped_) {
+      if (d != name) trial_drop.push_back(d);
+    }
+    auto t = MeasureWithout(trial_drop);
     if (!t.ok()) return t.status();
-    sel.log.push_back(absl::StrFormat("without %s: %s (best so far %s)", name, describe(*t), describe(*best)));
-    if (faster(t->ms, best->ms) && excess(*t) <= excess(*best)) {
-      dropped = trial_drop;
-      best = t;
+    sel_.log.push_back(absl::StrFormat("memory: with %s back: %s", name, Describe(*t)));
+    // Taken back only where it fires (without the others it may have nothing to match; then
+    // a faster time is noise) and the set stays within bounds and gets faster.
+    const bool fires = std::find(t->fired.begin(), t->fired.end(), name) != t->fired.end();
+    if (fires && Excess(*t) == 0 && Faster(t->ms, best_.ms)) {
+      dropped_ = trial_drop;
+      best_ = *t;
     }
   }
-  if (over_memory && faster(all_rules.ms, best->ms)) {
-    double needed = MemoryMarginNeeded(orig.peak, all_rules.peak);
-    if (options.training && options.inference_too) {
-      needed = std::max(needed, MemoryMarginNeeded(orig.forward_peak, all_rules.forward_peak));
+  return absl::OkStatus();
+}
+
+// Then speed (ablation): leave out each remaining rule that fired, keeping what is faster and in
+// bounds.
+absl::Status RuleSelector::DropSlowerRules() {
+  for (const std::string& name : std::vector<std::string>(best_.fired)) {
+    std::vector<std::string> trial_drop = dropped_;
+    trial_drop.push_back(name);
+    auto t = MeasureWithout(trial_drop);
+    if (!t.ok()) return t.status();
+    sel_.log.push_back(absl::StrFormat("without %s: %s (best so far %s)", name, Describe(*t), Describe(best_)));
+    if (Faster(t->ms, best_.ms) && Excess(*t) <= Excess(best_)) {
+      dropped_ = trial_drop;
+      best_ = *t;
     }
-    sel.all_rules_ms = all_rules.ms;
-    sel.all_rules_peak_bytes = all_rules.peak;
-    sel.all_rules_forward_peak_bytes = all_rules.forward_peak;
-    sel.memory_margin_for_all_rules = needed;
-    sel.log.push_back(absl::StrFormat(
-        "every rule would be kept with memory_margin %.2f: %s, against %.3f ms kept", needed,
-        describe(all_rules), best->ms));
   }
-  std::shared_ptr<const RuleSet> chosen = rules.Without(dropped);
-  for (const std::string& name : dropped) {
-    if (ever_fired.contains(name)) sel.dropped.push_back(name);
+  return absl::OkStatus();
+}
+
+// Over the memory bound, every rule together was faster than what is kept: the memory margin
+// under which all of them would be.
+void RuleSelector::NoteMarginForAllRules() {
+  double needed = MemoryMarginNeeded(orig_.peak, all_rules_.peak);
+  if (options_.training && options_.inference_too) {
+    needed = std::max(needed, MemoryMarginNeeded(orig_.forward_peak, all_rules_.forward_peak));
   }
-  sel.optimized_ms = best->ms;
-  sel.optimized_forward_ms = best->forward_ms;
-  sel.optimized_peak_bytes = best->peak;
-  sel.optimized_forward_peak_bytes = best->forward_peak;
-  sel.within_memory = excess(*best) == 0;
-  sel.faster = faster(best->ms, orig_ms) && !best->fired.empty();
+  sel_.all_rules_ms = all_rules_.ms;
+  sel_.all_rules_peak_bytes = all_rules_.peak;
+  sel_.all_rules_forward_peak_bytes = all_rules_.forward_peak;
+  sel_.memory_margin_for_all_rules = needed;
+  sel_.log.push_back(absl::StrFormat(
+      "every rule would be kept with memory_margin %.2f: %s, against %.3f ms kept", needed,
+      Describe(all_rules_), best_.ms));
+}
+
+// The best set's figures, the rules it leaves out, and whether it is faster within bounds.
+void RuleSelector::SetResultFigures() {
+  for (const std::string& name : dropped_) {
+    if (ever_fired_.contains(name)) sel_.dropped.push_back(name);
+  }
+  sel_.optimized_ms = best_.ms;
+  sel_.optimized_forward_ms = best_.forward_ms;
+  sel_.optimized_peak_bytes = best_.peak;
+  sel_.optimized_forward_peak_bytes = best_.forward_peak;
+  sel_.within_memory = Excess(best_) == 0;
+  sel_.faster = Faster(best_.ms, orig_.ms) && !best_.fired.empty();
+  if (!sel_.within_memory) {
+    sel_.faster = false;  // faster, but needs more memory: not published
+    sel_.log.push_back(absl::StrFormat("peak memory higher with the selection: %s vs %s (forward %s vs %s)",
+                                       SizeText(best_.peak), SizeText(orig_.peak), SizeText(best_.forward_peak),
+                                       SizeText(orig_.forward_peak)));
+  }
+}
+
+// Confirmation: the selection and the original once more, timed back to back in one call, so
+// that a gain that was drift between earlier measurements (another process, clocks) is not
+// published. The step must be faster in this timing too; the forward must not be slower over
+// both timings together.
+absl::Status RuleSelector::Confirm(const RuleSet& chosen) {
   // The forward (inference_too): its ratio to the original's, from the timing that chose the set
-  // and, below, from the confirmation; only where a rule fires (with none, the "selection" is the
-  // original graph, and a slower forward would be noise).
-  const bool judge_forward = options.training && options.inference_too && !best->fired.empty();
+  // and from this one; only where a rule fires (with none, the "selection" is the original
+  // graph, and a slower forward would be noise).
+  const bool judge_forward = options_.training && options_.inference_too && !best_.fired.empty();
   const double first_forward_ratio =
-      judge_forward && orig.forward_ms > 0 ? best->forward_ms / orig.forward_ms : 1.0;
-  if (!sel.within_memory) {
-    sel.faster = false;  // faster, but needs more memory: not published
-    sel.log.push_back(absl::StrFormat("peak memory higher with the selection: %s vs %s (forward %s vs %s)",
-                                      size(best->peak), size(orig.peak), size(best->forward_peak),
-                                      size(orig.forward_peak)));
-  }
-  if (sel.faster) {
-    // Confirmation: the selection and the original once more, timed back to back in one call,
-    // so that a gain that was drift between earlier measurements (another process, clocks) is
-    // not published. The step must be faster in this timing too; the forward must not be
-    // slower over both timings together.
-    Trial again_orig;
-    auto again = measure(*chosen, &again_orig);
-    if (!again.ok()) return again.status();
-    sel.log.push_back(absl::StrFormat("confirmation: selection %.3f ms, original %.3f ms", again->ms,
-                                      again_orig.ms));
-    sel.confirm_ms = again->ms;
-    sel.confirm_original_ms = again_orig.ms;
-    bool forward_ok = true;
-    double forward_ratio = 1.0;
-    if (judge_forward) {
-      const double second = again_orig.forward_ms > 0 ? again->forward_ms / again_orig.forward_ms : 1.0;
-      const double ratio = std::sqrt(first_forward_ratio * second);
-      forward_ratio = ratio;
-      forward_ok = ratio <= 1.0 + options.margins.speed;
-      if (first_forward_ratio > 1.0 + options.margins.speed || !forward_ok) {
-        sel.log.push_back(absl::StrFormat(
-            "forward with the selection: %.3f vs %.3f ms, then %.3f vs %.3f ms (ratio %.3f over "
-            "both): %s",
-            best->forward_ms, orig.forward_ms, again->forward_ms, again_orig.forward_ms, ratio,
-            forward_ok ? "not slower" : "slower"));
-      }
-    }
-    if (!faster(again->ms, again_orig.ms)) {
-      sel.faster = false;
-      sel.confirmed = false;
-      sel.log.push_back(absl::StrFormat(
-          "not confirmed: %.3f vs %.3f ms when timed again, so the original is kept", again->ms, again_orig.ms));
-    } else if (!forward_ok) {
-      sel.faster = false;  // faster to train, slower to serve: not published
-      // Both timings: the first alone can favour the selection while the two together do not.
-      sel.log.push_back(absl::StrFormat(
-          "forward slower with the selection: %.3f vs %.3f ms, then %.3f vs %.3f ms (%.3f of the "
-          "original's over both)",
-          best->forward_ms, orig.forward_ms, again->forward_ms, again_orig.forward_ms, forward_ratio));
+      judge_forward && orig_.forward_ms > 0 ? best_.forward_ms / orig_.forward_ms : 1.0;
+  Trial again_orig;
+  auto again = measure_(chosen, &again_orig);
+  if (!again.ok()) return again.status();
+  sel_.log.push_back(absl::StrFormat("confirmation: selection %.3f ms, original %.3f ms", again->ms,
+                                     again_orig.ms));
+  sel_.confirm_ms = again->ms;
+  sel_.confirm_original_ms = again_orig.ms;
+  bool forward_ok = true;
+  double forward_ratio = 1.0;
+  if (judge_forward) {
+    const double second = again_orig.forward_ms > 0 ? again->forward_ms / again_orig.forward_ms : 1.0;
+    const double ratio = std::sqrt(first_forward_ratio * second);
+    forward_ratio = ratio;
+    forward_ok = ratio <= 1.0 + options_.margins.speed;
+    if (first_forward_ratio > 1.0 + options_.margins.speed || !forward_ok) {
+      sel_.log.push_back(absl::StrFormat(
+          "forward with the selection: %.3f vs %.3f ms, then %.3f vs %.3f ms (ratio %.3f over "
+          "both): %s",
+          best_.forward_ms, orig_.forward_ms, again->forward_ms, again_orig.forward_ms, ratio,
+          forward_ok ? "not slower" : "slower"));
     }
   }
-  if (sel.faster) {
-    sel.rules = chosen;
+  if (!Faster(again->ms, again_orig.ms)) {
+    sel_.faster = false;
+    sel_.confirmed = false;
+    sel_.log.push_back(absl::StrFormat(
+        "not confirmed: %.3f vs %.3f ms when timed again, so the original is kept", again->ms, again_orig.ms));
+  } else if (!forward_ok) {
+    sel_.faster = false;  // faster to train, slower to serve: not published
+    // Both timings: the first alone can favour the selection while the two together do not.
+    sel_.log.push_back(absl::StrFormat(
+        "forward slower with the selection: %.3f vs %.3f ms, then %.3f vs %.3f ms (%.3f of the "
+        "original's over both)",
+        best_.forward_ms, orig_.forward_ms, again->forward_ms, again_orig.forward_ms, forward_ratio));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CostSelection> RuleSelector::Select() {
+  absl::Status step = MeasureBaseline();
+  if (step.ok() && over_memory_) step = KeepWithinMemory();
+  if (!step.ok()) return step;
+  sel_.nothing_fires_within_memory = over_memory_ && !sel_.none_fired && best_.fired.empty();
+  if (sel_.nothing_fires_within_memory) {
+    sel_.log.push_back("no rule fires within the peak-memory bound: the original is kept");
+  }
+  step = DropSlowerRules();
+  if (!step.ok()) return step;
+  if (over_memory_ && Faster(all_rules_.ms, best_.ms)) NoteMarginForAllRules();
+  std::shared_ptr<const RuleSet> chosen = rules_.Without(dropped_);
+  SetResultFigures();
+  if (sel_.faster) {
+    step = Confirm(*chosen);
+    if (!step.ok()) return step;
+  }
+  if (sel_.faster) {
+    sel_.rules = chosen;
   } else {
-    sel.rules = rules.Only({});
+    sel_.rules = rules_.Only({});
   }
-  return sel;
+  return sel_;
+}
+
+}  // namespace
+
+absl::StatusOr<CostSelection> SelectRules(const RuleSet& rules, const CostOptions& options,
+                                          const TrialMeasurer& measure) {
+  return RuleSelector(rules, options, measure).Select();
 }
 
 }  // namespace sentier

@@ -115,6 +115,41 @@ void ByOriginalNames(const ParamLayout& layout, RunResult* result) {
   }
 }
 
+// The gradients of `leaves` (named `leaf_names`) of a fixed random projection of the floating
+// outputs in `result`, drawn from `seed`, under their original names (ByOriginalNames). Throws
+// what LibTorch throws.
+absl::Status GradientsOfProjection(const torch::jit::Module& m, const std::vector<at::Tensor>& leaves,
+                                   const std::vector<std::string>& leaf_names, uint64_t seed,
+                                   RunResult* result) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  at::Tensor loss;
+  for (const auto& [name, t] : result->outputs) {
+    if (!c10::isFloatingType(t.scalar_type())) continue;
+    // One projection per floating output, drawn whether or not it requires grad, so that
+    // both models draw the same projections even when a rewrite changes which outputs do.
+    at::Tensor proj = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kDouble));
+    if (!t.requires_grad()) continue;
+    at::Tensor term = (t * proj.to(t.scalar_type()).to(t.device())).sum();
+    loss = loss.defined() ? loss + term : term;
+  }
+  if (!loss.defined()) return absl::OkStatus();
+  std::vector<at::Tensor> grads =
+      torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
+  for (size_t k = 0; k < grads.size(); ++k) {
+    at::Tensor g = grads[k].defined() ? grads[k] : at::zeros_like(leaves[k]);
+    if (g.is_sparse()) {
+      result->sparse_grads.insert(leaf_names[k]);
+      g = g.coalesce().to_dense();
+    }
+    result->grads.emplace_back(leaf_names[k], g.detach());
+    result->grad_defined.push_back(grads[k].defined());
+  }
+  auto layout = ReadParamLayout(m);
+  if (!layout.ok()) return layout.status();
+  ByOriginalNames(*layout, result);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
                               const std::vector<c10::IValue>& inputs, c10::ScalarType dtype,
                               const c10::Device& device, bool training, uint64_t seed) {
@@ -146,33 +181,8 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
     c10::IValue out = m.forward(in);
     FlattenTensors(out, "output", &result.outputs);
     if (training && !leaves.empty()) {
-      at::Generator gen = at::detail::createCPUGenerator(seed);
-      at::Tensor loss;
-      for (const auto& [name, t] : result.outputs) {
-        if (!c10::isFloatingType(t.scalar_type())) continue;
-        // One projection per floating output, drawn whether or not it requires grad, so that
-        // both models draw the same projections even when a rewrite changes which outputs do.
-        at::Tensor proj = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kDouble));
-        if (!t.requires_grad()) continue;
-        at::Tensor term = (t * proj.to(t.scalar_type()).to(t.device())).sum();
-        loss = loss.defined() ? loss + term : term;
-      }
-      if (loss.defined()) {
-        std::vector<at::Tensor> grads =
-            torch::autograd::grad({loss}, leaves, {}, c10::nullopt, false, /*allow_unused=*/true);
-        for (size_t k = 0; k < grads.size(); ++k) {
-          at::Tensor g = grads[k].defined() ? grads[k] : at::zeros_like(leaves[k]);
-          if (g.is_sparse()) {
-            result.sparse_grads.insert(leaf_names[k]);
-            g = g.coalesce().to_dense();
-          }
-          result.grads.emplace_back(leaf_names[k], g.detach());
-          result.grad_defined.push_back(grads[k].defined());
-        }
-        auto layout = ReadParamLayout(m);
-        if (!layout.ok()) return layout.status();
-        ByOriginalNames(*layout, &result);
-      }
+      absl::Status grads = GradientsOfProjection(m, leaves, leaf_names, seed, &result);
+      if (!grads.ok()) return grads;
     }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(TorchErrorMessage(e.what()));
@@ -436,216 +446,219 @@ double RelativeToleranceFloor(c10::ScalarType dtype) {
   }
 }
 
-absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& reference,
-                                                      const torch::jit::Module& candidate,
-                                                      const std::vector<c10::IValue>& raw_samples) const {
+namespace {
+
+// What every step of a check reads: both models, the samples (conformed), the options and the
+// device.
+struct CheckSubject {
+  const torch::jit::Module& reference;
+  const torch::jit::Module& candidate;
+  const std::vector<c10::IValue>& samples;
+  const CheckOptions& options;
+  c10::Device device;
+};
+
+// Prepare: the samples conformed to the reference's forward.
+absl::StatusOr<std::vector<c10::IValue>> ConformSamples(const torch::jit::Module& reference,
+                                                        const std::vector<c10::IValue>& raw_samples) {
   auto conformed = ConformToSchema(reference.get_method("forward").function().getSchema(), raw_samples);
   if (!conformed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the sample inputs do not fit forward: ", conformed.status().message()));
   }
-  const std::vector<c10::IValue>& samples = *conformed;
-  c10::Device device(options_.device == Device::kCuda ? c10::kCUDA : c10::kCPU);
-  bool training = options_.training;
-  CheckReport report;
-  // Median step times of both models (forward; training step too in training mode), timed as
-  // `timing` says, their steps alternated. With the executor: a step that stops making progress
-  // is DeadlineExceeded, a step of the reference that throws is Aborted (both: time in the
-  // interpreter instead); a step of the candidate that throws fails the timing, naming the
-  // candidate (users running it with the executor would meet the same error).
-  auto time_both = [&](StepTiming timing) -> absl::Status {
-    const absl::Duration stall = absl::Seconds(options_.executor_stall_s);
-    std::vector<const torch::jit::Module*> models = {&candidate};
-    if (options_.time_reference) models.insert(models.begin(), &reference);
-    const bool executor = timing == StepTiming::kExecutor;
-    // One kind of step of the models, alternated: figures[0] the reference's where it is timed.
-    auto measure = [&](bool train) -> absl::StatusOr<std::vector<StepMeasure>> {
-      int failed = -1;
-      auto s = MeasureSteps(models, samples, options_.dtype, device, train, timing, stall, &failed);
-      if (s.ok() || absl::IsDeadlineExceeded(s.status())) return s;
-      const bool reference_failed = failed >= 0 && models[failed] == &reference;
-      const bool candidate_failed = failed >= 0 && models[failed] == &candidate;
-      if (executor && reference_failed) {
-        return absl::AbortedError(absl::StrCat(
-            "the original model's ", train ? "training step" : "forward",
-            " fails with the graph executor's optimizations on: ", s.status().message()));
-      }
-      if (executor && candidate_failed) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "timing failed: the optimized model's ", train ? "training step" : "forward",
-            " fails with the graph executor's optimizations on, as users run it: ", s.status().message()));
-      }
-      return absl::InvalidArgumentError(absl::StrCat("timing failed: ", s.status().message()));
-    };
-    report.timing = timing;
-    SENTIER_ASSIGN_OR_RETURN(forward, measure(false));
-    if (options_.time_reference) {
-      report.reference_ms = forward.front().median_ms;
-      report.reference_peak_bytes = forward.front().peak_bytes;
-    }
-    report.candidate_ms = forward.back().median_ms;
-    report.candidate_peak_bytes = forward.back().peak_bytes;
-    if (training) {
-      SENTIER_ASSIGN_OR_RETURN(train, measure(true));
-      if (options_.time_reference) {
-        report.reference_train_ms = train.front().median_ms;
-        report.reference_train_peak_bytes = train.front().peak_bytes;
-      }
-      report.candidate_train_ms = train.back().median_ms;
-      report.candidate_train_peak_bytes = train.back().peak_bytes;
-    }
-    return absl::OkStatus();
-  };
-  // Executor timing that stops making progress, or that the reference itself fails: both models
-  // are timed again in the interpreter, and the report says so (timing, timing_fallback).
-  auto time_both_or_fall_back = [&]() -> absl::Status {
-    absl::Status timed = time_both(options_.timing);
-    if (absl::IsDeadlineExceeded(timed)) {
-      report.timing_fallback = absl::StrCat(
-          "a step timed with the graph executor's optimizations on made no progress within ",
-          options_.executor_stall_s, " s (its thread was left behind); both models were timed in the interpreter");
-    } else if (absl::IsAborted(timed)) {
-      report.timing_fallback =
-          absl::StrCat(timed.message(), "; both models were timed in the interpreter");
-    } else {
-      return timed;
-    }
-    report.reference_ms = report.candidate_ms = report.reference_train_ms = report.candidate_train_ms = -1.0;
-    report.reference_peak_bytes = report.candidate_peak_bytes = -1;
-    report.reference_train_peak_bytes = report.candidate_train_peak_bytes = -1;
-    return time_both(StepTiming::kInterpreter);
-  };
-  if (options_.timing_only) {
-    absl::Status timed = time_both_or_fall_back();
-    if (!timed.ok()) return timed;
-    return report;
-  }
-  at::Generator gen = at::detail::createCPUGenerator(options_.seed + 1);
+  return conformed;
+}
+
+// Each trial's name and inputs: the samples, (trials - 1) random sets like them, and one set at
+// twice the batch.
+std::vector<std::pair<std::string, std::vector<c10::IValue>>> MakeTrials(
+    const std::vector<c10::IValue>& samples, const CheckOptions& options) {
+  at::Generator gen = at::detail::createCPUGenerator(options.seed + 1);
   std::vector<std::pair<std::string, std::vector<c10::IValue>>> trials = {{"samples", samples}};
-  for (int k = 1; k < std::max(1, options_.trials); ++k) {
-    trials.emplace_back(absl::StrCat("random ", k), RandomInputsLike(samples, gen, 1, options_.fixed_inputs));
+  for (int k = 1; k < std::max(1, options.trials); ++k) {
+    trials.emplace_back(absl::StrCat("random ", k), RandomInputsLike(samples, gen, 1, options.fixed_inputs));
   }
-  trials.emplace_back("batch x2", RandomInputsLike(samples, gen, 2, options_.fixed_inputs));
-  double floor = RelativeToleranceFloor(options_.dtype);
+  trials.emplace_back("batch x2", RandomInputsLike(samples, gen, 2, options.fixed_inputs));
+  return trials;
+}
+
+// The finding of a trial where the candidate (or the float64 reference) does not run.
+CheckFinding CandidateRunFailure(const std::string& trial, const absl::Status& failure) {
+  CheckFinding f;
+  f.what = "candidate run";
+  f.trial = trial;
+  f.ok = false;
+  f.note = std::string(failure.message());
+  return f;
+}
+
+// How the candidate's gradients differ in kind from the reference's, by name.
+struct GradKinds {
+  // Gradients autograd did not produce (a parameter detached or dropped from the graph).
+  std::set<std::string> cand_missing;
+  // Gradients whose layout (sparse or dense) the candidate changed; true: sparse in the reference.
+  std::map<std::string, bool> layout_changed;
+};
+
+GradKinds CompareGradKinds(const RunResult& ref, const RunResult& cand) {
+  GradKinds kinds;
+  for (size_t k = 0; k < cand.grads.size(); ++k) {
+    bool ref_has = false;
+    for (size_t j = 0; j < ref.grads.size(); ++j) {
+      if (ref.grads[j].first == cand.grads[k].first) ref_has = ref.grad_defined[j];
+    }
+    if (ref_has && !cand.grad_defined[k]) kinds.cand_missing.insert(cand.grads[k].first);
+  }
+  for (const auto& [name, t] : ref.grads) {
+    const bool r = ref.sparse_grads.count(name) != 0, c = cand.sparse_grads.count(name) != 0;
+    if (r != c) kinds.layout_changed[name] = r;
+  }
+  return kinds;
+}
+
+// A floating tensor of the candidate (c) against the reference in the checked dtype (r) and in
+// float64 (d): false, with a note in `f`, where their non-finite values differ; else true, with
+// the errors in `f` (its tolerance is set by SetTolerances).
+bool MeasureErrors(const at::Tensor& c, const at::Tensor& d, const at::Tensor& r, CheckFinding* f) {
+  at::Tensor c64 = c.cpu().to(at::kDouble);
+  at::Tensor d64 = d.cpu().to(at::kDouble);
+  at::Tensor rr = r.cpu().to(at::kDouble);
+  // Non-finite values (NaN, overflow to inf in the checked dtype) must be where the reference run
+  // in the same dtype has them, and the same; the rest is compared on the positions finite in
+  // both references.
+  at::Tensor ref_special = ~at::isfinite(rr);
+  at::Tensor cand_special = ~at::isfinite(c64);
+  bool same_special = at::equal(ref_special, cand_special) &&
+                      at::equal(at::isnan(rr), at::isnan(c64)) &&
+                      at::equal(at::where(ref_special & ~at::isnan(rr), rr, at::zeros_like(rr)),
+                                at::where(cand_special & ~at::isnan(c64), c64, at::zeros_like(c64)));
+  if (!same_special) {
+    f->ok = false;
+    f->note = "NaN or inf where the reference has a finite value (or the reverse)";
+    return false;
+  }
+  at::Tensor finite = at::isfinite(d64) & ~ref_special;
+  at::Tensor cz = at::where(finite, c64, at::zeros_like(c64));
+  at::Tensor dz = at::where(finite, d64, at::zeros_like(d64));
+  at::Tensor rz = at::where(finite, rr, at::zeros_like(rr));
+  f->rel_error = RelNorm(cz, dz);
+  f->ref_rel_error = RelNorm(rz, dz);
+  f->max_abs_error = c64.numel() ? (cz - rz).abs().max().item<double>() : 0.0;
+  return true;
+}
+
+// One tensor `name` of a trial: the reference's `rt`, the candidate's `ct` and the float64
+// reference's `dt` (null where missing). The finding fails with a note, or has its errors
+// measured (`*judged`).
+CheckFinding CompareTensor(const std::string& name, const std::string& trial, const at::Tensor& rt,
+                           const at::Tensor* ct, const at::Tensor* dt, const GradKinds& kinds,
+                           bool* judged) {
+  CheckFinding f;
+  f.what = name;
+  f.trial = trial;
+  *judged = false;
+  if (ct == nullptr || dt == nullptr) {
+    f.ok = false;
+    f.note = absl::StrContains(name, "grad of param ")
+                 ? "missing in the candidate (the parameter is not in its autograd graph)"
+                 : "missing in the candidate";
+  } else if (kinds.cand_missing.count(name) != 0) {
+    f.ok = false;
+    f.note = "no gradient in the candidate (None: detached or dropped from the autograd "
+             "graph) where the reference has one";
+  } else if (kinds.layout_changed.count(name) != 0) {
+    f.ok = false;
+    f.note = kinds.layout_changed.at(name) ? "sparse in the reference, dense in the candidate (an optimizer for "
+                                             "sparse gradients, such as SparseAdam, would refuse it)"
+                                           : "dense in the reference, sparse in the candidate";
+  } else if (ct->sizes() != rt.sizes()) {
+    f.ok = false;
+    f.note = absl::StrCat("shape ", c10::str(ct->sizes()), " vs reference ", c10::str(rt.sizes()));
+  } else if (!c10::isFloatingType(rt.scalar_type())) {
+    f.ok = at::equal(ct->cpu(), rt.cpu());
+    if (!f.ok) f.note = "integer values differ";
+  } else {
+    *judged = MeasureErrors(*ct, *dt, rt, &f);
+  }
+  return f;
+}
+
+// The tolerances of the findings at `judged`, of one kind (outputs, or gradients) in one trial.
+// The reference's own error on one tensor is a single sample of the dtype's rounding noise, and
+// an unlucky small one in bf16 (a gradient whose error happened to be 0.8% while its neighbours'
+// were 3%). So the candidate may also be a factor off the typical reference error of its kind
+// in this trial: the median.
+void SetTolerances(const std::vector<size_t>& judged, const CheckOptions& options, CheckReport* report) {
+  const double floor = RelativeToleranceFloor(options.dtype);
+  std::vector<double> own;
+  for (size_t k : judged) own.push_back(report->findings[k].ref_rel_error);
+  double level = 0.0;
+  if (!own.empty()) {
+    std::nth_element(own.begin(), own.begin() + own.size() / 2, own.end());
+    level = own[own.size() / 2];
+  }
+  for (size_t k : judged) {
+    CheckFinding& f = report->findings[k];
+    f.ref_level = level;
+    f.tolerance = std::max(options.factor * std::max(f.ref_rel_error, level), floor);
+    f.ok = f.rel_error <= f.tolerance;
+  }
+}
+
+// Compares the outputs (or the gradients) of one trial: the reference's `r` and float64 `r64`
+// against the candidate's `c`, one finding each.
+void CompareTensors(const NamedTensors& r, const NamedTensors& r64, const NamedTensors& c,
+                    const std::string& trial, const GradKinds& kinds, const CheckOptions& options,
+                    CheckReport* report) {
+  std::map<std::string, at::Tensor> cm(c.begin(), c.end()), r64m(r64.begin(), r64.end());
+  std::vector<size_t> judged;  // findings whose tolerance is set below
+  for (const auto& [name, rt] : r) {
+    auto ci = cm.find(name);
+    auto di = r64m.find(name);
+    bool measured = false;
+    CheckFinding f = CompareTensor(name, trial, rt, ci == cm.end() ? nullptr : &ci->second,
+                                   di == r64m.end() ? nullptr : &di->second, kinds, &measured);
+    if (measured) judged.push_back(report->findings.size());
+    report->findings.push_back(f);
+  }
+  SetTolerances(judged, options, report);
+}
+
+// Runs the reference, the reference in float64 on the CPU and the candidate on every trial's
+// inputs, and compares outputs and gradients. The reference failing on the samples is the
+// check's error (ReferenceFailure); on another trial, that trial is skipped.
+absl::Status CompareOnTrials(const CheckSubject& s, CheckReport* report) {
+  const bool training = s.options.training;
+  const auto trials = MakeTrials(s.samples, s.options);
   for (size_t t = 0; t < trials.size(); ++t) {
     const auto& [trial, inputs] = trials[t];
-    uint64_t seed = options_.seed + 17 * t;
-    auto ref = Run(reference, inputs, options_.dtype, device, training, seed);
+    uint64_t seed = s.options.seed + 17 * t;
+    auto ref = Run(s.reference, inputs, s.options.dtype, s.device, training, seed);
     if (!ref.ok()) {
-      if (t == 0) return ReferenceFailure(reference, inputs, device, ref.status());
+      if (t == 0) return ReferenceFailure(s.reference, inputs, s.device, ref.status());
       // E.g. a model with a fixed batch size: that trial does not apply. Said in the report.
-      report.skipped_trials.push_back(absl::StrCat(trial, ": the reference does not run: ", ref.status().message()));
+      report->skipped_trials.push_back(absl::StrCat(trial, ": the reference does not run: ", ref.status().message()));
       continue;
     }
-    auto ref64 = Run(reference, inputs, c10::kDouble, c10::Device(c10::kCPU), training, seed);
-    auto cand = Run(candidate, inputs, options_.dtype, device, training, seed);
+    auto ref64 = Run(s.reference, inputs, c10::kDouble, c10::Device(c10::kCPU), training, seed);
+    auto cand = Run(s.candidate, inputs, s.options.dtype, s.device, training, seed);
     if (!cand.ok() || !ref64.ok()) {
-      CheckFinding f;
-      f.what = "candidate run";
-      f.trial = trial;
-      f.ok = false;
-      f.note = cand.ok() ? std::string(ref64.status().message()) : std::string(cand.status().message());
-      report.findings.push_back(f);
+      report->findings.push_back(CandidateRunFailure(trial, cand.ok() ? ref64.status() : cand.status()));
       continue;
     }
-    // Gradients autograd did not produce (a parameter detached or dropped from the graph).
-    std::map<std::string, bool> cand_missing;
-    for (size_t k = 0; k < cand->grads.size(); ++k) {
-      bool ref_has = false;
-      for (size_t j = 0; j < ref->grads.size(); ++j) {
-        if (ref->grads[j].first == cand->grads[k].first) ref_has = ref->grad_defined[j];
-      }
-      if (ref_has && !cand->grad_defined[k]) cand_missing[cand->grads[k].first] = true;
-    }
-    // Gradients whose layout (sparse or dense) the candidate changed.
-    std::map<std::string, bool> layout_changed;
-    for (const auto& [name, t] : ref->grads) {
-      const bool r = ref->sparse_grads.count(name) != 0, c = cand->sparse_grads.count(name) != 0;
-      if (r != c) layout_changed[name] = r;  // true: sparse in the reference
-    }
-    auto compare = [&](const NamedTensors& r, const NamedTensors& r64, const NamedTensors& c) {
-      std::map<std::string, at::Tensor> cm(c.begin(), c.end()), r64m(r64.begin(), r64.end());
-      std::vector<size_t> judged;  // findings whose tolerance is set below
-      for (const auto& [name, rt] : r) {
-        CheckFinding f;
-        f.what = name;
-        f.trial = trial;
-        auto ci = cm.find(name);
-        auto di = r64m.find(name);
-        if (ci == cm.end() || di == r64m.end()) {
-          f.ok = false;
-          f.note = absl::StrContains(name, "grad of param ")
-                       ? "missing in the candidate (the parameter is not in its autograd graph)"
-                       : "missing in the candidate";
-        } else if (cand_missing.count(name) != 0) {
-          f.ok = false;
-          f.note = "no gradient in the candidate (None: detached or dropped from the autograd "
-                   "graph) where the reference has one";
-        } else if (layout_changed.count(name) != 0) {
-          f.ok = false;
-          f.note = layout_changed[name] ? "sparse in the reference, dense in the candidate (an optimizer for "
-                                          "sparse gradients, such as SparseAdam, would refuse it)"
-                                        : "dense in the reference, sparse in the candidate";
-        } else if (ci->second.sizes() != rt.sizes()) {
-          f.ok = false;
-          f.note = absl::StrCat("shape ", c10::str(ci->second.sizes()), " vs reference ", c10::str(rt.sizes()));
-        } else if (!c10::isFloatingType(rt.scalar_type())) {
-          f.ok = at::equal(ci->second.cpu(), rt.cpu());
-          if (!f.ok) f.note = "integer values differ";
-        } else {
-          at::Tensor c64 = ci->second.cpu().to(at::kDouble);
-          at::Tensor d64 = di->second.cpu().to(at::kDouble);
-          at::Tensor rr = rt.cpu().to(at::kDouble);
-          // Non-finite values (NaN, overflow to inf in the checked dtype) must be where the
-          // reference run in the same dtype has them, and the same; the rest is compared on the
-          // positions finite in both references.
-          at::Tensor ref_special = ~at::isfinite(rr);
-          at::Tensor cand_special = ~at::isfinite(c64);
-          bool same_special = at::equal(ref_special, cand_special) &&
-                              at::equal(at::isnan(rr), at::isnan(c64)) &&
-                              at::equal(at::where(ref_special & ~at::isnan(rr), rr, at::zeros_like(rr)),
-                                        at::where(cand_special & ~at::isnan(c64), c64, at::zeros_like(c64)));
-          if (!same_special) {
-            f.ok = false;
-            f.note = "NaN or inf where the reference has a finite value (or the reverse)";
-          } else {
-            at::Tensor finite = at::isfinite(d64) & ~ref_special;
-            at::Tensor cz = at::where(finite, c64, at::zeros_like(c64));
-            at::Tensor dz = at::where(finite, d64, at::zeros_like(d64));
-            at::Tensor rz = at::where(finite, rr, at::zeros_like(rr));
-            f.rel_error = RelNorm(cz, dz);
-            f.ref_rel_error = RelNorm(rz, dz);
-            f.max_abs_error = c64.numel() ? (cz - rz).abs().max().item<double>() : 0.0;
-            judged.push_back(report.findings.size());
-          }
-        }
-        report.findings.push_back(f);
-      }
-      // The reference's own error on one tensor is a single sample of the dtype's rounding
-      // noise, and an unlucky small one in bf16 (a gradient whose error happened to be 0.8%
-      // while its neighbours' were 3%). So the candidate may also be a factor off the typical
-      // reference error of its kind (outputs, or gradients) in this trial: the median.
-      std::vector<double> own;
-      for (size_t k : judged) own.push_back(report.findings[k].ref_rel_error);
-      double level = 0.0;
-      if (!own.empty()) {
-        std::nth_element(own.begin(), own.begin() + own.size() / 2, own.end());
-        level = own[own.size() / 2];
-      }
-      for (size_t k : judged) {
-        CheckFinding& f = report.findings[k];
-        f.ref_level = level;
-        f.tolerance = std::max(options_.factor * std::max(f.ref_rel_error, level), floor);
-        f.ok = f.rel_error <= f.tolerance;
-      }
-    };
-    if (options_.inference) compare(ref->outputs, ref64->outputs, cand->outputs);
-    if (training) compare(ref->grads, ref64->grads, cand->grads);
+    const GradKinds kinds = CompareGradKinds(*ref, *cand);
+    if (s.options.inference) CompareTensors(ref->outputs, ref64->outputs, cand->outputs, trial, kinds, s.options, report);
+    if (training) CompareTensors(ref->grads, ref64->grads, cand->grads, trial, kinds, s.options, report);
   }
-  for (const CheckFinding& f : report.findings) {
+  return absl::OkStatus();
+}
+
+// Verdict: the first failing finding, in one sentence.
+void SetVerdict(CheckReport* report) {
+  for (const CheckFinding& f : report->findings) {
     if (f.ok) continue;
-    report.equivalent = false;
-    report.first_failure =
+    report->equivalent = false;
+    report->first_failure =
         f.note.empty()
             ? absl::StrFormat("%s differs on %s inputs: relative error %.3g > tolerance %.3g "
                               "(reference's own error %.3g, median %.3g, max abs error %.3g)",
@@ -654,49 +667,142 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
             : absl::StrCat(f.what, " on ", f.trial, " inputs: ", f.note);
     break;
   }
-  if (options_.count_ops) {
-    std::vector<c10::IValue> ref_in = {reference._ivalue()}, cand_in = {candidate._ivalue()};
-    for (const c10::IValue& v : samples) {
-      ref_in.push_back(v);
-      cand_in.push_back(v);
-    }
-    auto a = CountAtenOps(reference.get_method("forward").graph(), ref_in);
-    auto b = CountAtenOps(candidate.get_method("forward").graph(), cand_in);
-    if (a.ok() && b.ok()) {
-      report.aten_ops_reference = *a;
-      report.aten_ops_candidate = *b;
-    } else {
-      report.count_error = std::string(a.ok() ? b.status().message() : a.status().message());
-    }
+}
+
+// Top-level aten ops per forward of both models (or why not, in count_error).
+void CountAtenOpsOfBoth(const CheckSubject& s, CheckReport* report) {
+  std::vector<c10::IValue> ref_in = {s.reference._ivalue()}, cand_in = {s.candidate._ivalue()};
+  for (const c10::IValue& v : s.samples) {
+    ref_in.push_back(v);
+    cand_in.push_back(v);
   }
+  auto a = CountAtenOps(s.reference.get_method("forward").graph(), ref_in);
+  auto b = CountAtenOps(s.candidate.get_method("forward").graph(), cand_in);
+  if (a.ok() && b.ok()) {
+    report->aten_ops_reference = *a;
+    report->aten_ops_candidate = *b;
+  } else {
+    report->count_error = std::string(a.ok() ? b.status().message() : a.status().message());
+  }
+}
+
+// CUDA kernels per forward of both models, and per training step in training mode.
+void CountCudaKernelsOfBoth(const CheckSubject& s, CheckReport* report) {
+  auto count = [&](const torch::jit::Module& m, bool train) -> int64_t {
+    try {
+      torch::jit::Module copy = ModelOnDevice(m, s.options.dtype, s.device, train);
+      c10::AutoGradMode grad_mode(train);
+      std::vector<c10::IValue> in = InputsOnDevice(s.samples, s.options.dtype, s.device);
+      auto n = CountCudaKernels(copy, in, train);
+      if (n.ok()) return *n;
+      report->count_error = std::string(n.status().message());
+    } catch (const std::exception& e) {
+      report->count_error = TorchErrorMessage(e.what());
+    }
+    return -1;
+  };
+  report->cuda_kernels_forward_reference = count(s.reference, false);
+  report->cuda_kernels_forward_candidate = count(s.candidate, false);
+  if (s.options.training) {
+    report->cuda_kernels_step_reference = count(s.reference, true);
+    report->cuda_kernels_step_candidate = count(s.candidate, true);
+  }
+}
+
+// One kind of step (a forward, or with `train` a training step) of `models`, alternated:
+// figures[0] the reference's where it is timed. Errors as TimeBoth says.
+absl::StatusOr<std::vector<StepMeasure>> MeasureBoth(const CheckSubject& s,
+                                                     const std::vector<const torch::jit::Module*>& models,
+                                                     StepTiming timing, bool train) {
+  const absl::Duration stall = absl::Seconds(s.options.executor_stall_s);
+  const bool executor = timing == StepTiming::kExecutor;
+  int failed = -1;
+  auto m = MeasureSteps(models, s.samples, s.options.dtype, s.device, train, timing, stall, &failed);
+  if (m.ok() || absl::IsDeadlineExceeded(m.status())) return m;
+  const bool reference_failed = failed >= 0 && models[failed] == &s.reference;
+  const bool candidate_failed = failed >= 0 && models[failed] == &s.candidate;
+  if (executor && reference_failed) {
+    return absl::AbortedError(absl::StrCat(
+        "the original model's ", train ? "training step" : "forward",
+        " fails with the graph executor's optimizations on: ", m.status().message()));
+  }
+  if (executor && candidate_failed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "timing failed: the optimized model's ", train ? "training step" : "forward",
+        " fails with the graph executor's optimizations on, as users run it: ", m.status().message()));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("timing failed: ", m.status().message()));
+}
+
+// Median step times of both models (forward; training step too in training mode), timed as
+// `timing` says, their steps alternated. With the executor: a step that stops making progress
+// is DeadlineExceeded, a step of the reference that throws is Aborted (both: time in the
+// interpreter instead); a step of the candidate that throws fails the timing, naming the
+// candidate (users running it with the executor would meet the same error).
+absl::Status TimeBoth(const CheckSubject& s, StepTiming timing, CheckReport* report) {
+  std::vector<const torch::jit::Module*> models = {&s.candidate};
+  if (s.options.time_reference) models.insert(models.begin(), &s.reference);
+  report->timing = timing;
+  SENTIER_ASSIGN_OR_RETURN(forward, MeasureBoth(s, models, timing, false));
+  if (s.options.time_reference) {
+    report->reference_ms = forward.front().median_ms;
+    report->reference_peak_bytes = forward.front().peak_bytes;
+  }
+  report->candidate_ms = forward.back().median_ms;
+  report->candidate_peak_bytes = forward.back().peak_bytes;
+  if (s.options.training) {
+    SENTIER_ASSIGN_OR_RETURN(train, MeasureBoth(s, models, timing, true));
+    if (s.options.time_reference) {
+      report->reference_train_ms = train.front().median_ms;
+      report->reference_train_peak_bytes = train.front().peak_bytes;
+    }
+    report->candidate_train_ms = train.back().median_ms;
+    report->candidate_train_peak_bytes = train.back().peak_bytes;
+  }
+  return absl::OkStatus();
+}
+
+// Timing: executor timing that stops making progress, or that the reference itself fails, is
+// done again in the interpreter for both models, and the report says so (timing, timing_fallback).
+absl::Status TimeBothOrFallBack(const CheckSubject& s, CheckReport* report) {
+  absl::Status timed = TimeBoth(s, s.options.timing, report);
+  if (absl::IsDeadlineExceeded(timed)) {
+    report->timing_fallback = absl::StrCat(
+        "a step timed with the graph executor's optimizations on made no progress within ",
+        s.options.executor_stall_s, " s (its thread was left behind); both models were timed in the interpreter");
+  } else if (absl::IsAborted(timed)) {
+    report->timing_fallback =
+        absl::StrCat(timed.message(), "; both models were timed in the interpreter");
+  } else {
+    return timed;
+  }
+  report->reference_ms = report->candidate_ms = report->reference_train_ms = report->candidate_train_ms = -1.0;
+  report->reference_peak_bytes = report->candidate_peak_bytes = -1;
+  report->reference_train_peak_bytes = report->candidate_train_peak_bytes = -1;
+  return TimeBoth(s, StepTiming::kInterpreter, report);
+}
+
+}  // namespace
+
+absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& reference,
+                                                      const torch::jit::Module& candidate,
+                                                      const std::vector<c10::IValue>& raw_samples) const {
+  SENTIER_ASSIGN_OR_RETURN(samples, ConformSamples(reference, raw_samples));
+  const CheckSubject subject{reference, candidate, samples, options_,
+                             c10::Device(options_.device == Device::kCuda ? c10::kCUDA : c10::kCPU)};
+  CheckReport report;
+  if (options_.timing_only) {
+    SENTIER_RETURN_IF_ERROR(TimeBothOrFallBack(subject, &report));
+    return report;
+  }
+  SENTIER_RETURN_IF_ERROR(CompareOnTrials(subject, &report));
+  SetVerdict(&report);
+  if (options_.count_ops) CountAtenOpsOfBoth(subject, &report);
   // A candidate that does not run (or is not equivalent) is not timed or profiled: the verdict
   // stands, and the failure must not turn into an error of the check itself.
   if (!report.equivalent) return report;
-  if (device.is_cuda()) {
-    auto count = [&](const torch::jit::Module& m, bool train) -> int64_t {
-      try {
-        torch::jit::Module copy = ModelOnDevice(m, options_.dtype, device, train);
-        c10::AutoGradMode grad_mode(train);
-        std::vector<c10::IValue> in = InputsOnDevice(samples, options_.dtype, device);
-        auto n = CountCudaKernels(copy, in, train);
-        if (n.ok()) return *n;
-        report.count_error = std::string(n.status().message());
-      } catch (const std::exception& e) {
-        report.count_error = TorchErrorMessage(e.what());
-      }
-      return -1;
-    };
-    report.cuda_kernels_forward_reference = count(reference, false);
-    report.cuda_kernels_forward_candidate = count(candidate, false);
-    if (training) {
-      report.cuda_kernels_step_reference = count(reference, true);
-      report.cuda_kernels_step_candidate = count(candidate, true);
-    }
-  }
-  if (options_.time) {
-    absl::Status timed = time_both_or_fall_back();
-    if (!timed.ok()) return timed;
-  }
+  if (subject.device.is_cuda()) CountCudaKernelsOfBoth(subject, &report);
+  if (options_.time) SENTIER_RETURN_IF_ERROR(TimeBothOrFallBack(subject, &report));
   return report;
 }
 
