@@ -131,11 +131,13 @@ class RuleSelector {
     if (t.ok()) ever_fired_.insert(t->fired.begin(), t->fired.end());
     return t;
   }
-  // Bytes by which a trial's peaks exceed what the margin allows (0: within bounds).
+  // Bytes by which a trial's peaks exceed what the memory policy allows (0: within bounds;
+  // runtime/verdict.h): the scored step's peak by its time, the forward's by the forward's.
   int64_t Excess(const Trial& t) const {
-    int64_t e = ExcessPeakBytes(orig_.peak, t.peak, options_.margins);
+    int64_t e = JudgeMemory({orig_.ms, orig_.peak}, {t.ms, t.peak}, options_.margins).excess_bytes;
     if (options_.training && options_.inference_too) {
-      e += ExcessPeakBytes(orig_.forward_peak, t.forward_peak, options_.margins);
+      e += JudgeMemory({orig_.forward_ms, orig_.forward_peak}, {t.forward_ms, t.forward_peak}, options_.margins)
+               .excess_bytes;
     }
     return e;
   }
