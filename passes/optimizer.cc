@@ -34,12 +34,150 @@ int64_t CountIn(const Block* b, bool* calls = nullptr) {
   return n;
 }
 
-}  // namespace
-
-int64_t CountNodes(const Graph& graph) { return CountIn(graph.block()); }
+double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
 
 // The batch at which shape facts are recorded when the samples' batch is larger.
 constexpr int64_t kFactsBatch = 16;
+
+// One optimization of one graph, in steps: inline and count -> first canonicalization -> facts ->
+// rewrite rounds (canonicalize, facts, rules) -> pool constants and drop dead nodes -> stacked
+// layout -> member gradients and the report's timings -> lint.
+class Optimizer {
+ public:
+  Optimizer(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
+            const OptimizeOptions& options, OptimizeReport* report)
+      : graph_(graph), rules_(rules), options_(options), report_(*report) {}
+
+  // May throw (LibTorch errors); the caller turns that into a status.
+  absl::Status Run() {
+    InlineAndCount();
+    CanonicalizeFirst();
+    RecordFacts();
+    RunRewriteRounds();
+    PoolConstants(graph_, &report_.canonicalize);
+    RemoveDeadNodes(graph_);
+    absl::Status stacked = StoreStackedLayout();
+    if (!stacked.ok()) return stacked;
+    // Stacks of parameters left in the graph (the original layout) hand their members
+    // contiguous gradients (no per-member copy in AccumulateGrad).
+    int64_t member_views = 0;
+    ContiguousMemberGradients(graph_, &member_views);
+    if (member_views > 0) report_.canonicalize["member_gradient_layout.stacks"] = member_views;
+    for (const auto& [pass, ms] : pass_ms_) report_.stage_ms["canonicalize." + pass] = ms;
+    graph_->lint();  // a rewrite that broke the graph must never reach a published artifact
+    return absl::OkStatus();
+  }
+
+ private:
+  // Inlining has nothing to do without calls; one walk both counts and looks for them (every
+  // walk of a 100k-node graph costs ~15 ms of cache misses).
+  void InlineAndCount() {
+    bool calls = false;
+    report_.nodes_before = CountIn(graph_->block(), &calls);
+    if (calls) {
+      torch::jit::Inline(*graph_);
+      report_.nodes_before = CountNodes(*graph_);
+    }
+  }
+
+  // Spreads constants, sets up the canonicalization options (the module: options.self, or the
+  // first sample input when that is an object) and canonicalizes once without facts.
+  void CanonicalizeFirst() {
+    // Constants are spread while the graph is rewritten and pooled at the end (see
+    // pool_constants.cc: deleting users of a constant with a huge fan-out is quadratic).
+    report_.canonicalize["constant_spreading.copies"] = SpreadConstants(graph_);
+    canon_.self = options_.self;
+    const std::vector<c10::IValue>* samples = options_.sample_inputs;
+    if (canon_.self.isNone() && samples != nullptr && !samples->empty() &&
+        (*samples)[0].isObject()) {
+      canon_.self = (*samples)[0];
+    }
+    canon_.after_pass = options_.after_pass;
+    canon_.pass_ms = &pass_ms_;
+    Canonicalize(graph_, canon_, &report_.canonicalize);
+  }
+
+  // Records shape facts from the sample inputs, if any; on failure the graph has no facts and
+  // the report says why.
+  void RecordFacts() {
+    if (options_.sample_inputs == nullptr) return;
+    auto t = std::chrono::steady_clock::now();
+    // Facts need shapes, not a production batch: a large batch is cut to kFactsBatch rows
+    // where that is unambiguous (sizes that follow the batch are dynamic either way), and the
+    // samples are used as they are when the cut run fails.
+    c10::optional<std::vector<c10::IValue>> small =
+        ShrinkBatch(*options_.sample_inputs, kFactsBatch, options_.fixed_inputs);
+    absl::StatusOr<ShapeFacts> recorded = absl::UnknownError("not recorded");
+    if (small) recorded = RecordShapeFacts(graph_, *small, options_.fixed_inputs);
+    if (!recorded.ok()) recorded = RecordShapeFacts(graph_, *options_.sample_inputs, options_.fixed_inputs);
+    if (recorded.ok()) {
+      facts_ = std::move(*recorded);
+      facts_ptr_ = &facts_;
+      report_.shape_facts = true;
+      report_.shape_facts_error.clear();
+    } else {
+      facts_ptr_ = nullptr;
+      report_.shape_facts = false;
+      report_.shape_facts_error = std::string(recorded.status().message());
+    }
+    report_.stage_ms["shape_facts"] += MsSince(t);
+  }
+
+  // Up to four rounds of canonicalize -> facts -> rules, until the rules change nothing.
+  void RunRewriteRounds() {
+    RewriteOptions ro;
+    ro.max_rounds = options_.max_rounds;
+    ro.stacked_parameters = options_.stacked_parameters;
+    ro.self = canon_.self;
+    for (int outer = 0; outer < 4; ++outer) {
+      canon_.facts = facts_ptr_;
+      canon_.full = outer == 0;  // after a round of rules, only what rules can give work to
+      // With facts, canonicalization can go further (sections of a split by size, loops over
+      // its pieces); the values it creates get facts from a new recording. Without facts the
+      // first round would repeat the canonicalization just done.
+      const bool canonicalized =
+          (outer > 0 || facts_ptr_ != nullptr) && Canonicalize(graph_, canon_, &report_.canonicalize);
+      // Values the last round of rules created have no facts (only the values they replaced pass
+      // theirs on); a new recording gives them facts, so rules that need their sizes (the fold
+      // of a batched layer norm's affine step into the next batched linear, say) can fire now.
+      if (canonicalized || outer > 0) RecordFacts();
+      ro.facts = facts_ptr_;
+      auto t = std::chrono::steady_clock::now();
+      bool rewrote = ApplyRules(graph_, rules_, ro, &report_.stats);
+      report_.stage_ms["rules"] += MsSince(t);
+      if (!rewrote) break;
+      if (options_.after_pass) options_.after_pass("rules", *graph_);
+    }
+  }
+
+  // With stacked_parameters, stores the stacked parameters in the module.
+  absl::Status StoreStackedLayout() {
+    if (!options_.stacked_parameters) return absl::OkStatus();
+    if (!canon_.self.isObject()) {
+      return absl::InvalidArgumentError("stacked parameters need the module (a .pt model)");
+    }
+    torch::jit::Module module(canon_.self.toObject());
+    auto layout = StoreStackedParameters(module, graph_);
+    if (!layout.ok()) return layout.status();
+    report_.param_layout = std::move(*layout);
+    return absl::OkStatus();
+  }
+
+  const std::shared_ptr<Graph>& graph_;
+  const RuleSet& rules_;
+  const OptimizeOptions& options_;
+  OptimizeReport& report_;
+  CanonicalizeOptions canon_;
+  std::map<std::string, double> pass_ms_;
+  ShapeFacts facts_;
+  ShapeFacts* facts_ptr_ = nullptr;
+};
+
+}  // namespace
+
+int64_t CountNodes(const Graph& graph) { return CountIn(graph.block()); }
 
 absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph,
                                              const RuleSet& rules,
@@ -47,105 +185,15 @@ absl::StatusOr<OptimizeReport> OptimizeGraph(const std::shared_ptr<Graph>& graph
   auto start = std::chrono::steady_clock::now();
   OptimizeReport report;
   try {
-    // Inlining has nothing to do without calls; one walk both counts and looks for them (every
-    // walk of a 100k-node graph costs ~15 ms of cache misses).
-    bool calls = false;
-    report.nodes_before = CountIn(graph->block(), &calls);
-    if (calls) {
-      torch::jit::Inline(*graph);
-      report.nodes_before = CountNodes(*graph);
-    }
-    // Constants are spread while the graph is rewritten and pooled at the end (see
-    // pool_constants.cc: deleting users of a constant with a huge fan-out is quadratic).
-    report.canonicalize["constant_spreading.copies"] = SpreadConstants(graph);
-    CanonicalizeOptions canon;
-    canon.self = options.self;
-    if (canon.self.isNone() && options.sample_inputs != nullptr && !options.sample_inputs->empty() &&
-        (*options.sample_inputs)[0].isObject()) {
-      canon.self = (*options.sample_inputs)[0];
-    }
-    canon.after_pass = options.after_pass;
-    std::map<std::string, double> pass_ms;
-    canon.pass_ms = &pass_ms;
-    auto ms_since = [](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-    };
-    Canonicalize(graph, canon, &report.canonicalize);
-    ShapeFacts facts;
-    ShapeFacts* facts_ptr = nullptr;
-    auto record = [&]() {
-      if (options.sample_inputs == nullptr) return;
-      auto t = std::chrono::steady_clock::now();
-      // Facts need shapes, not a production batch: a large batch is cut to kFactsBatch rows
-      // where that is unambiguous (sizes that follow the batch are dynamic either way), and the
-      // samples are used as they are when the cut run fails.
-      c10::optional<std::vector<c10::IValue>> small =
-          ShrinkBatch(*options.sample_inputs, kFactsBatch, options.fixed_inputs);
-      absl::StatusOr<ShapeFacts> recorded = absl::UnknownError("not recorded");
-      if (small) recorded = RecordShapeFacts(graph, *small, options.fixed_inputs);
-      if (!recorded.ok()) recorded = RecordShapeFacts(graph, *options.sample_inputs, options.fixed_inputs);
-      if (recorded.ok()) {
-        facts = std::move(*recorded);
-        facts_ptr = &facts;
-        report.shape_facts = true;
-        report.shape_facts_error.clear();
-      } else {
-        facts_ptr = nullptr;
-        report.shape_facts = false;
-        report.shape_facts_error = std::string(recorded.status().message());
-      }
-      report.stage_ms["shape_facts"] += ms_since(t);
-    };
-    record();
-    RewriteOptions ro;
-    ro.max_rounds = options.max_rounds;
-    ro.stacked_parameters = options.stacked_parameters;
-    ro.self = canon.self;
-    for (int outer = 0; outer < 4; ++outer) {
-      canon.facts = facts_ptr;
-      canon.full = outer == 0;  // after a round of rules, only what rules can give work to
-      // With facts, canonicalization can go further (sections of a split by size, loops over
-      // its pieces); the values it creates get facts from a new recording. Without facts the
-      // first round would repeat the canonicalization just done.
-      const bool canonicalized =
-          (outer > 0 || facts_ptr != nullptr) && Canonicalize(graph, canon, &report.canonicalize);
-      // Values the last round of rules created have no facts (only the values they replaced pass
-      // theirs on); a new recording gives them facts, so rules that need their sizes (the fold
-      // of a batched layer norm's affine step into the next batched linear, say) can fire now.
-      if (canonicalized || outer > 0) record();
-      ro.facts = facts_ptr;
-      auto t = std::chrono::steady_clock::now();
-      bool rewrote = ApplyRules(graph, rules, ro, &report.stats);
-      report.stage_ms["rules"] += ms_since(t);
-      if (!rewrote) break;
-      if (options.after_pass) options.after_pass("rules", *graph);
-    }
-    PoolConstants(graph, &report.canonicalize);
-    RemoveDeadNodes(graph);
-    if (options.stacked_parameters) {
-      if (!canon.self.isObject()) {
-        return absl::InvalidArgumentError("stacked parameters need the module (a .pt model)");
-      }
-      torch::jit::Module module(canon.self.toObject());
-      auto layout = StoreStackedParameters(module, graph);
-      if (!layout.ok()) return layout.status();
-      report.param_layout = std::move(*layout);
-    }
-    // Stacks of parameters left in the graph (the original layout) hand their members
-    // contiguous gradients (no per-member copy in AccumulateGrad).
-    int64_t member_views = 0;
-    ContiguousMemberGradients(graph, &member_views);
-    if (member_views > 0) report.canonicalize["member_gradient_layout.stacks"] = member_views;
-    for (const auto& [pass, ms] : pass_ms) report.stage_ms["canonicalize." + pass] = ms;
-    graph->lint();  // a rewrite that broke the graph must never reach a published artifact
+    absl::Status st = Optimizer(graph, rules, options, &report).Run();
+    if (!st.ok()) return st;
   } catch (const std::exception& e) {
     std::string what = e.what();
     return absl::InternalError(
         absl::StrCat("optimization failed: ", TorchErrorMessage(what)));
   }
   report.nodes_after = CountNodes(*graph);
-  report.optimize_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  report.optimize_ms = MsSince(start);
   return report;
 }
 

@@ -107,9 +107,29 @@ bool MayBeWritten(const Written& written, Node* n) {
 // value (and no dropout output reached from one) has no writers for AliasDb either.
 class WrittenRegion {
  public:
+  // Steps: seed the region with the values nodes write -> follow alias edges from each region
+  // value in both directions (what it points to, what points to it) until nothing is new.
   bool Build(Graph* graph, const std::vector<Node*>& nodes) {
     region_.clear();
     std::vector<Value*> work;
+    if (!AddWrittenValues(nodes, &work)) return false;
+    while (!work.empty()) {
+      Value* v = work.back();
+      work.pop_back();
+      if (!region_.insert(v).second) continue;
+      if (v->type()->kind() != c10::TypeKind::TensorType) return false;
+      if (!AddPointedTo(v, &work)) return false;
+      if (!AddPointingTo(graph, v, &work)) return false;
+    }
+    return true;
+  }
+
+  bool Contains(const Value* v) const { return region_.contains(v); }
+
+ private:
+  // Adds to `work` every value a node of `nodes` writes (its schema's write annotations);
+  // false when a node's writes are not modeled.
+  static bool AddWrittenValues(const std::vector<Node*>& nodes, std::vector<Value*>* work) {
     for (Node* n : nodes) {
       if (NoWrites(n->kind())) continue;
       const c10::FunctionSchema* schema = nullptr;
@@ -120,69 +140,67 @@ class WrittenRegion {
       for (size_t i = 0; i < schema->arguments().size(); ++i) {
         const c10::AliasInfo* a = schema->arguments()[i].alias_info();
         if (a == nullptr || !Writes(*a)) continue;
-        work.push_back(n->input(i));
+        work->push_back(n->input(i));
         found = true;
       }
       for (size_t i = 0; i < schema->returns().size(); ++i) {
         const c10::AliasInfo* a = schema->returns()[i].alias_info();
         if (a == nullptr || !Writes(*a)) continue;
-        work.push_back(n->output(i));
+        work->push_back(n->output(i));
         found = true;
       }
       if (!found) return false;
     }
-    while (!work.empty()) {
-      Value* v = work.back();
-      work.pop_back();
-      if (!region_.insert(v).second) continue;
-      if (v->type()->kind() != c10::TypeKind::TensorType) return false;
-      // What v points to: the inputs its defining node's schema lets it alias.
-      Node* def = v->node();
-      if (def->kind() == c10::prim::Param) return false;  // a graph or block input
-      if (def->kind() != c10::prim::Constant && def->kind() != c10::prim::Uninitialized) {
-        const c10::FunctionSchema* schema = nullptr;
-        Model model = ModelOf(def, &schema);
-        if (model == Model::kUnknown) return false;  // a graph or block input, a list element, ...
-        if (model == Model::kSchema) {
-          const c10::AliasInfo* out = schema->returns()[v->offset()].alias_info();
-          if (out != nullptr) {
-            if (Wildcard(*out)) return false;
-            for (size_t i = 0; i < schema->arguments().size(); ++i) {
-              const c10::AliasInfo* a = schema->arguments()[i].alias_info();
-              if (a == nullptr) continue;
-              if (Wildcard(*a)) return false;
-              if (MayAlias(def->input(i))) work.push_back(def->input(i));
-            }
-          }
-        }
-      }
-      // What points to v: outputs of users whose schema lets them alias the argument v is.
-      for (const torch::jit::Use& u : v->uses()) {
-        Node* user = u.user;
-        if (user == graph->return_node()) continue;
-        if (user->kind() == c10::prim::Print || user->kind() == c10::prim::isinstance) continue;
-        const c10::FunctionSchema* schema = nullptr;
-        Model model = ModelOf(user, &schema);
-        if (model == Model::kUnknown) return false;  // a list, a block's result, a call, ...
-        if (model == Model::kFresh) continue;
-        if (u.offset >= schema->arguments().size()) return false;
-        const c10::AliasInfo* a = schema->arguments()[u.offset].alias_info();
-        if (a == nullptr) continue;
-        if (Wildcard(*a)) return false;
-        for (size_t k = 0; k < schema->returns().size(); ++k) {
-          const c10::AliasInfo* r = schema->returns()[k].alias_info();
-          if (r == nullptr) continue;
-          if (Wildcard(*r)) return false;
-          if (MayAlias(user->output(k))) work.push_back(user->output(k));
-        }
+    return true;
+  }
+
+  // What v points to: the inputs its defining node's schema lets it alias. False when that is
+  // not modeled.
+  static bool AddPointedTo(Value* v, std::vector<Value*>* work) {
+    Node* def = v->node();
+    if (def->kind() == c10::prim::Param) return false;  // a graph or block input
+    if (def->kind() == c10::prim::Constant || def->kind() == c10::prim::Uninitialized) return true;
+    const c10::FunctionSchema* schema = nullptr;
+    Model model = ModelOf(def, &schema);
+    if (model == Model::kUnknown) return false;  // a graph or block input, a list element, ...
+    if (model != Model::kSchema) return true;
+    const c10::AliasInfo* out = schema->returns()[v->offset()].alias_info();
+    if (out == nullptr) return true;
+    if (Wildcard(*out)) return false;
+    for (size_t i = 0; i < schema->arguments().size(); ++i) {
+      const c10::AliasInfo* a = schema->arguments()[i].alias_info();
+      if (a == nullptr) continue;
+      if (Wildcard(*a)) return false;
+      if (MayAlias(def->input(i))) work->push_back(def->input(i));
+    }
+    return true;
+  }
+
+  // What points to v: outputs of users whose schema lets them alias the argument v is. False
+  // when that is not modeled.
+  static bool AddPointingTo(Graph* graph, Value* v, std::vector<Value*>* work) {
+    for (const torch::jit::Use& u : v->uses()) {
+      Node* user = u.user;
+      if (user == graph->return_node()) continue;
+      if (user->kind() == c10::prim::Print || user->kind() == c10::prim::isinstance) continue;
+      const c10::FunctionSchema* schema = nullptr;
+      Model model = ModelOf(user, &schema);
+      if (model == Model::kUnknown) return false;  // a list, a block's result, a call, ...
+      if (model == Model::kFresh) continue;
+      if (u.offset >= schema->arguments().size()) return false;
+      const c10::AliasInfo* a = schema->arguments()[u.offset].alias_info();
+      if (a == nullptr) continue;
+      if (Wildcard(*a)) return false;
+      for (size_t k = 0; k < schema->returns().size(); ++k) {
+        const c10::AliasInfo* r = schema->returns()[k].alias_info();
+        if (r == nullptr) continue;
+        if (Wildcard(*r)) return false;
+        if (MayAlias(user->output(k))) work->push_back(user->output(k));
       }
     }
     return true;
   }
 
-  bool Contains(const Value* v) const { return region_.contains(v); }
-
- private:
   // Nodes AliasDb analyzes without a schema and that write nothing (containers, extractors,
   // control flow: the nodes of their blocks are visited on their own).
   static bool NoWrites(c10::Symbol k) {
@@ -327,156 +345,218 @@ bool ModuleReadsAreDistinct(Graph& graph, const c10::IValue& self) {
   return ok;
 }
 
+// How far back from its anchor a pattern reaches: a rewrite can only make a new match for an
+// anchor within that many uses downstream of a node it created.
+size_t PatternReach(const RuleSet& rules) {
+  size_t reach = 1;
+  for (size_t r = 0; r < rules.size(); ++r) reach = std::max(reach, rules.compiled(r).nodes.size());
+  return reach;
+}
+
+// One round's view of the graph, taken by one walk: on a 100k-node graph every further pass over
+// the nodes costs a cache miss per node.
+struct RoundIndex {
+  std::vector<Node*> nodes;  // program order
+  absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;  // each list in program order
+  bool has_mutation = false;
+  // After the first round, ordinary rules are tried only at anchors the previous round's
+  // rewrites can have touched: nodes it created and their users, `reach` uses deep. (Anything
+  // missed is retried in the first round of the next ApplyRules call, which tries all.)
+  absl::flat_hash_set<const Node*> dirty;
+};
+
+// Collects the candidates of round `round`: nodes created since `round_start` (a Value::unique()
+// id) and the users they reach count as dirty.
+RoundIndex IndexRound(Graph* graph, int round, size_t round_start, size_t reach,
+                      size_t expected_nodes) {
+  RoundIndex index;
+  index.nodes.reserve(expected_nodes);
+  std::vector<std::pair<Node*, size_t>> work;
+  Walk(graph->block(), [&](Node* n) {
+    index.nodes.push_back(n);
+    index.has_mutation |= MutatesSomething(n);
+    index.by_kind[n->kind()].push_back(n);
+    if (round > 0) {
+      bool created = false;
+      for (const torch::jit::Value* o : n->outputs()) created |= o->unique() >= round_start;
+      if (created && index.dirty.insert(n).second) work.emplace_back(n, 0);
+    }
+  });
+  while (!work.empty()) {
+    auto [n, depth] = work.back();
+    work.pop_back();
+    if (depth >= reach) continue;
+    for (const torch::jit::Value* o : n->outputs()) {
+      for (const torch::jit::Use& u : o->uses()) {
+        if (index.dirty.insert(u.user).second) work.emplace_back(u.user, depth + 1);
+      }
+    }
+  }
+  return index;
+}
+
+// The engine-side legality of one round. With mutation, a node may be rewritten only when nothing
+// writes to its values. The written region answers that for most nodes; AliasDb (whose cost
+// grows faster than the graph) is built only when a node touches the region, or when the graph
+// holds something the region does not model. Built lazily, it answers as one built at the start
+// of the round would: until a rewrite involves a region value, rewrites neither add writes nor
+// connect values to the region, and the nodes created this round are refused before it is asked.
+class RoundLegality {
+ public:
+  RoundLegality(const std::shared_ptr<Graph>& graph, const RoundIndex& index,
+                const c10::IValue& self)
+      : graph_(graph), has_mutation_(index.has_mutation) {
+    if (!has_mutation_) return;
+    frozen_ = ModuleReadsAreDistinct(*graph, self);
+    modeled_ = region_.Build(graph.get(), index.nodes);
+    if (!modeled_) alias_db_ = std::make_unique<torch::jit::AliasDb>(graph, /*isFrozen=*/frozen_);
+    known_.insert(index.nodes.begin(), index.nodes.end());
+  }
+
+  // Whether the match `matched` at `anchor` may be rewritten.
+  bool Allows(const std::vector<Node*>& matched, Node* anchor) {
+    auto in_region = [&](const torch::jit::Value* v) { return region_.Contains(v); };
+    auto has_writers = [&](const torch::jit::Value* v) { return alias_db_->hasWriters(v); };
+    for (Node* n : matched) {
+      if (n->owningBlock() != anchor->owningBlock()) return false;
+      if (!IsPure(n)) return false;
+      if (has_mutation_) {
+        if (!known_.contains(n)) return false;  // created this round: wait for the next one
+        if (modeled_ && !MayBeWritten(in_region, n)) continue;
+        if (!alias_db_) alias_db_ = std::make_unique<torch::jit::AliasDb>(graph_, /*isFrozen=*/frozen_);
+        if (MayBeWritten(has_writers, n)) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  const std::shared_ptr<Graph>& graph_;
+  const bool has_mutation_;
+  std::unique_ptr<torch::jit::AliasDb> alias_db_;
+  absl::flat_hash_set<const Node*> known_;
+  WrittenRegion region_;
+  bool modeled_ = false;
+  bool frozen_ = false;
+};
+
+// What the rules of one round have done so far.
+struct RoundProgress {
+  size_t mark;  // Value::unique() of the next value the graph creates, as of the last application
+  bool changed = false;
+  std::vector<std::string> fed_itself;  // rules that rewrote their own output this round
+};
+
+// Applies the group rule `rule` to every candidate anchor of the round at once.
+void ApplyGroupRuleInRound(const CompiledRule& rule, const RoundIndex& index, Graph* graph,
+                           const RewriteOptions& options, const internal::LegalityCheck& legal,
+                           RewriteStats* stats, RoundProgress* progress) {
+  const std::string& name = rule.ast.name;
+  // The anchor's kinds, merged into program order (the indexing keeps each kind's list in
+  // program order already).
+  std::vector<Node*> candidates;
+  for (c10::Symbol kind : rule.nodes[rule.anchor].kinds) {
+    auto it = index.by_kind.find(kind);
+    if (it != index.by_kind.end()) candidates.insert(candidates.end(), it->second.begin(), it->second.end());
+  }
+  if (rule.nodes[rule.anchor].kinds.size() > 1) {
+    std::sort(candidates.begin(), candidates.end(), [](Node* a, Node* b) { return a->isBefore(b); });
+  }
+  auto report = [&](internal::ApplyResult res, size_t members, const std::string& error) {
+    Record(stats, name, res, error);
+    if (res == internal::ApplyResult::kApplied) {
+      stats->grouped_members[name] += static_cast<int64_t>(members);
+    }
+  };
+  if (internal::ApplyGroupRule(candidates, rule, options.facts, legal, report,
+                               options.stacked_parameters)) {
+    progress->changed = true;
+    progress->mark = NextUnique(graph);  // what the groups created is not another rule's
+  }
+}
+
+// Applies the ordinary rule `rule` at each candidate anchor of the round, one at a time.
+void ApplyRuleInRound(const CompiledRule& rule, const RoundIndex& index, int round, Graph* graph,
+                      const RewriteOptions& options, const internal::LegalityCheck& legal,
+                      RewriteStats* stats, RoundProgress* progress) {
+  const std::string& name = rule.ast.name;
+  // Anchor kinds in a fixed order (by name), so results never depend on hashing.
+  std::vector<c10::Symbol> kinds(rule.nodes[rule.anchor].kinds.begin(),
+                                 rule.nodes[rule.anchor].kinds.end());
+  std::sort(kinds.begin(), kinds.end(), [](c10::Symbol a, c10::Symbol b) {
+    return std::strcmp(a.toQualString(), b.toQualString()) < 0;
+  });
+  for (c10::Symbol kind : kinds) {
+    auto it = index.by_kind.find(kind);
+    if (it == index.by_kind.end()) continue;
+    for (Node* anchor : it->second) {
+      if (round > 0 && !index.dirty.contains(anchor)) continue;
+      // Anchors without live uses are dead (replaced this round, or feeding only such nodes).
+      if (!HasLiveUses(anchor)) continue;
+      std::string error;
+      std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
+      bool own_output = CreatedBy(mine, anchor);
+      internal::ApplyResult res =
+          TryApply(rule, anchor, options.facts, legal, &error, options.stacked_parameters);
+      Record(stats, name, res, error);
+      if (res != internal::ApplyResult::kApplied) continue;
+      progress->changed = true;
+      // The values this application created (and any a failed attempt since the last
+      // application created and destroyed again) have ids in [mark, next).
+      size_t next = NextUnique(graph);
+      mine.emplace_back(progress->mark, next);
+      progress->mark = next;
+      std::vector<std::string>& fed = progress->fed_itself;
+      if (own_output && (fed.empty() || fed.back() != name)) fed.push_back(name);
+    }
+  }
+}
+
+// Counts the round and stops every rule that has now rewritten its own output in
+// kSelfFeedingRounds rounds.
+void RecordRound(const std::vector<std::string>& fed_itself, RewriteStats* stats) {
+  ++stats->rounds;
+  for (const std::string& name : fed_itself) {
+    if (++stats->self_feeding_rounds[name] >= kSelfFeedingRounds) {
+      stats->stopped[name] = absl::StrCat(
+          "stopped after rewriting its own output in ", kSelfFeedingRounds, " rounds (",
+          stats->applications[name], " applications): the rule matches what it produces");
+    }
+  }
+}
+
 }  // namespace
 
+// Each round: collect candidates -> set up legality -> apply every rule (in load order) ->
+// record statistics; then dead code goes, until a round changes nothing or the round limit.
 bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
                 const RewriteOptions& options, RewriteStats* stats) {
   bool changed_any = false;
-  // How far back from its anchor a pattern reaches: a rewrite can only make a new match for an
-  // anchor within that many uses downstream of a node it created.
-  size_t reach = 1;
-  for (size_t r = 0; r < rules.size(); ++r) reach = std::max(reach, rules.compiled(r).nodes.size());
+  const size_t reach = PatternReach(rules);
   size_t round_start = 0;  // Value::unique() at the start of the previous round
   size_t last_count = 0;
   for (int round = 0; round < options.max_rounds; ++round) {
-    // One walk collects the nodes, indexes them by kind and sees whether anything mutates; on a
-    // 100k-node graph every further pass over them costs a cache miss per node.
-    std::vector<Node*> nodes;
-    nodes.reserve(last_count);
-    absl::flat_hash_map<c10::Symbol, std::vector<Node*>> by_kind;
-    bool has_mutation = false;
-    // After the first round, ordinary rules are tried only at anchors the previous round's
-    // rewrites can have touched: nodes it created and their users, `reach` uses deep. (Anything
-    // missed is retried in the first round of the next ApplyRules call, which tries all.)
-    absl::flat_hash_set<const Node*> dirty;
-    std::vector<std::pair<Node*, size_t>> work;
-    Walk(graph->block(), [&](Node* n) {
-      nodes.push_back(n);
-      has_mutation |= MutatesSomething(n);
-      by_kind[n->kind()].push_back(n);
-      if (round > 0) {
-        bool created = false;
-        for (const torch::jit::Value* o : n->outputs()) created |= o->unique() >= round_start;
-        if (created && dirty.insert(n).second) work.emplace_back(n, 0);
-      }
-    });
-    last_count = nodes.size();
-    while (!work.empty()) {
-      auto [n, depth] = work.back();
-      work.pop_back();
-      if (depth >= reach) continue;
-      for (const torch::jit::Value* o : n->outputs()) {
-        for (const torch::jit::Use& u : o->uses()) {
-          if (dirty.insert(u.user).second) work.emplace_back(u.user, depth + 1);
-        }
-      }
-    }
-    size_t mark = NextUnique(graph.get());
-    round_start = mark;
-    // With mutation, a node may be rewritten only when nothing writes to its values. The
-    // written region answers that for most nodes; AliasDb (whose cost grows faster than the
-    // graph) is built only when a node touches the region, or when the graph holds something
-    // the region does not model. Built lazily, it answers as one built here would: until a
-    // rewrite involves a region value, rewrites neither add writes nor connect values to the
-    // region, and the nodes created this round are refused before it is asked.
-    std::unique_ptr<torch::jit::AliasDb> alias_db;
-    absl::flat_hash_set<const Node*> known;
-    WrittenRegion region;
-    bool modeled = false;
-    bool frozen = false;
-    if (has_mutation) {
-      frozen = ModuleReadsAreDistinct(*graph, options.self);
-      modeled = region.Build(graph.get(), nodes);
-      if (!modeled) alias_db = std::make_unique<torch::jit::AliasDb>(graph, /*isFrozen=*/frozen);
-      known.insert(nodes.begin(), nodes.end());
-    }
-    auto in_region = [&](const torch::jit::Value* v) { return region.Contains(v); };
-    auto has_writers = [&](const torch::jit::Value* v) { return alias_db->hasWriters(v); };
-    auto legal = [&](const std::vector<Node*>& matched, Node* anchor) {
-      for (Node* n : matched) {
-        if (n->owningBlock() != anchor->owningBlock()) return false;
-        if (!IsPure(n)) return false;
-        if (has_mutation) {
-          if (!known.contains(n)) return false;  // created this round: wait for the next one
-          if (modeled && !MayBeWritten(in_region, n)) continue;
-          if (!alias_db) alias_db = std::make_unique<torch::jit::AliasDb>(graph, /*isFrozen=*/frozen);
-          if (MayBeWritten(has_writers, n)) return false;
-        }
-      }
-      return true;
+    RoundIndex index = IndexRound(graph.get(), round, round_start, reach, last_count);
+    last_count = index.nodes.size();
+    RoundProgress progress;
+    progress.mark = NextUnique(graph.get());
+    round_start = progress.mark;
+    RoundLegality legality(graph, index, options.self);
+    const internal::LegalityCheck legal = [&legality](const std::vector<Node*>& matched,
+                                                      Node* anchor) {
+      return legality.Allows(matched, anchor);
     };
-    bool changed = false;
-    std::vector<std::string> fed_itself;  // rules that rewrote their own output this round
     for (size_t r = 0; r < rules.size(); ++r) {
       const CompiledRule& rule = rules.compiled(r);
-      const std::string& name = rule.ast.name;
-      if (stats->stopped.count(name) != 0) continue;
+      if (stats->stopped.count(rule.ast.name) != 0) continue;
       if (rule.ast.is_group) {
-        // The anchor's kinds, merged into program order (the indexing keeps each kind's list in
-        // program order already).
-        std::vector<Node*> candidates;
-        for (c10::Symbol kind : rule.nodes[rule.anchor].kinds) {
-          auto it = by_kind.find(kind);
-          if (it != by_kind.end()) candidates.insert(candidates.end(), it->second.begin(), it->second.end());
-        }
-        if (rule.nodes[rule.anchor].kinds.size() > 1) {
-          std::sort(candidates.begin(), candidates.end(), [](Node* a, Node* b) { return a->isBefore(b); });
-        }
-        auto report = [&](internal::ApplyResult res, size_t members, const std::string& error) {
-          Record(stats, name, res, error);
-          if (res == internal::ApplyResult::kApplied) {
-            stats->grouped_members[name] += static_cast<int64_t>(members);
-          }
-        };
-        if (internal::ApplyGroupRule(candidates, rule, options.facts, legal, report,
-                                     options.stacked_parameters)) {
-          changed = true;
-          mark = NextUnique(graph.get());  // what the groups created is not another rule's
-        }
-        continue;
-      }
-      // Anchor kinds in a fixed order (by name), so results never depend on hashing.
-      std::vector<c10::Symbol> kinds(rule.nodes[rule.anchor].kinds.begin(),
-                                     rule.nodes[rule.anchor].kinds.end());
-      std::sort(kinds.begin(), kinds.end(), [](c10::Symbol a, c10::Symbol b) {
-        return std::strcmp(a.toQualString(), b.toQualString()) < 0;
-      });
-      for (c10::Symbol kind : kinds) {
-        auto it = by_kind.find(kind);
-        if (it == by_kind.end()) continue;
-        for (Node* anchor : it->second) {
-          if (round > 0 && !dirty.contains(anchor)) continue;
-          // Anchors without live uses are dead (replaced this round, or feeding only such nodes).
-          if (!HasLiveUses(anchor)) continue;
-          std::string error;
-          std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
-          bool own_output = CreatedBy(mine, anchor);
-          internal::ApplyResult res = TryApply(rule, anchor, options.facts, legal, &error,
-                                                          options.stacked_parameters);
-          Record(stats, name, res, error);
-          if (res == internal::ApplyResult::kApplied) {
-            changed = true;
-            // The values this application created (and any a failed attempt since the last
-            // application created and destroyed again) have ids in [mark, next).
-            size_t next = NextUnique(graph.get());
-            mine.emplace_back(mark, next);
-            mark = next;
-            if (own_output && (fed_itself.empty() || fed_itself.back() != name)) {
-              fed_itself.push_back(name);
-            }
-          }
-        }
+        ApplyGroupRuleInRound(rule, index, graph.get(), options, legal, stats, &progress);
+      } else {
+        ApplyRuleInRound(rule, index, round, graph.get(), options, legal, stats, &progress);
       }
     }
-    ++stats->rounds;
-    for (const std::string& name : fed_itself) {
-      if (++stats->self_feeding_rounds[name] >= kSelfFeedingRounds) {
-        stats->stopped[name] = absl::StrCat(
-            "stopped after rewriting its own output in ", kSelfFeedingRounds, " rounds (",
-            stats->applications[name], " applications): the rule matches what it produces");
-      }
-    }
-    if (!changed) break;
+    RecordRound(progress.fed_itself, stats);
+    if (!progress.changed) break;
     changed_any = true;
     RemoveDeadNodes(graph);
     if (round + 1 == options.max_rounds) stats->hit_round_limit = true;

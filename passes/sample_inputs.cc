@@ -67,83 +67,102 @@ std::vector<c10::IValue> MapAllWithPath(const std::vector<c10::IValue>& vs, cons
 }
 
 absl::StatusOr<c10::IValue> Conform(const c10::IValue& v, const c10::TypePtr& type,
+                                    const std::string& where);
+
+absl::Status Mismatch(const c10::IValue& v, const c10::TypePtr& type, const std::string& where) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": expected ", type->repr_str(),
+                                                 ", found ", v.tagKind()));
+}
+
+// The elements of a list or a tuple.
+std::vector<c10::IValue> ElementsOf(const c10::IValue& v) {
+  std::vector<c10::IValue> items;
+  if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) items.push_back(e);
+  } else {
+    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(e);
+  }
+  return items;
+}
+
+// A list or tuple as a typed list, each element conformed.
+absl::StatusOr<c10::IValue> ConformList(const c10::IValue& v, const c10::TypePtr& type,
+                                        const std::string& where) {
+  if (!v.isList() && !v.isTuple()) return Mismatch(v, type, where);
+  c10::TypePtr elem = type->expectRef<c10::ListType>().getElementType();
+  std::vector<c10::IValue> items = ElementsOf(v);
+  c10::impl::GenericList out(elem);
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto e = Conform(items[i], elem, absl::StrCat(where, "[", i, "]"));
+    if (!e.ok()) return e.status();
+    out.push_back(*e);
+  }
+  return c10::IValue(out);
+}
+
+// A dict as a typed dict, each key and value conformed.
+absl::StatusOr<c10::IValue> ConformDict(const c10::IValue& v, const c10::TypePtr& type,
+                                        const std::string& where) {
+  if (!v.isGenericDict()) return Mismatch(v, type, where);
+  const auto& dt = type->expectRef<c10::DictType>();
+  c10::impl::GenericDict out(dt.getKeyType(), dt.getValueType());
+  for (const auto& kv : v.toGenericDict()) {
+    std::string at = absl::StrCat(where, "[", KeyString(kv.key()), "]");
+    auto key = Conform(kv.key(), dt.getKeyType(), at);
+    if (!key.ok()) return key.status();
+    auto val = Conform(kv.value(), dt.getValueType(), at);
+    if (!val.ok()) return val.status();
+    out.insert(*key, *val);
+  }
+  return c10::IValue(out);
+}
+
+// A tuple or list of the right length as a tuple (named when the type is), each element conformed.
+absl::StatusOr<c10::IValue> ConformTuple(const c10::IValue& v, const c10::TypePtr& type,
+                                         const std::string& where) {
+  const auto& tt = type->expectRef<c10::TupleType>();
+  if (!v.isTuple() && !v.isList()) return Mismatch(v, type, where);
+  std::vector<c10::IValue> items = ElementsOf(v);
+  if (items.size() != tt.elements().size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": expected a tuple of ",
+                                                   tt.elements().size(), " elements, found ",
+                                                   items.size()));
+  }
+  std::vector<c10::IValue> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto e = Conform(items[i], tt.elements()[i], absl::StrCat(where, "[", i, "]"));
+    if (!e.ok()) return e.status();
+    out.push_back(*e);
+  }
+  if (tt.schema() != nullptr) {
+    return c10::IValue(c10::ivalue::Tuple::createNamed(std::move(out), type->cast<c10::TupleType>()));
+  }
+  return c10::IValue(c10::ivalue::Tuple::create(std::move(out)));
+}
+
+// A dispatch on the expected type's kind; containers have their steps above.
+absl::StatusOr<c10::IValue> Conform(const c10::IValue& v, const c10::TypePtr& type,
                                     const std::string& where) {
-  auto mismatch = [&]() {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": expected ", type->repr_str(),
-                                                   ", found ", v.tagKind()));
-  };
   switch (type->kind()) {
     case c10::TypeKind::TensorType:
-      if (!v.isTensor()) return mismatch();
+      if (!v.isTensor()) return Mismatch(v, type, where);
       return v;
-    case c10::TypeKind::OptionalType: {
+    case c10::TypeKind::OptionalType:
       if (v.isNone()) return v;
       return Conform(v, type->expectRef<c10::OptionalType>().getElementType(), where);
-    }
-    case c10::TypeKind::ListType: {
-      if (!v.isList() && !v.isTuple()) return mismatch();
-      c10::TypePtr elem = type->expectRef<c10::ListType>().getElementType();
-      std::vector<c10::IValue> items;
-      if (v.isList()) {
-        for (const c10::IValue& e : v.toListRef()) items.push_back(e);
-      } else {
-        for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(e);
-      }
-      c10::impl::GenericList out(elem);
-      out.reserve(items.size());
-      for (size_t i = 0; i < items.size(); ++i) {
-        auto e = Conform(items[i], elem, absl::StrCat(where, "[", i, "]"));
-        if (!e.ok()) return e.status();
-        out.push_back(*e);
-      }
-      return c10::IValue(out);
-    }
-    case c10::TypeKind::DictType: {
-      if (!v.isGenericDict()) return mismatch();
-      const auto& dt = type->expectRef<c10::DictType>();
-      c10::impl::GenericDict out(dt.getKeyType(), dt.getValueType());
-      for (const auto& kv : v.toGenericDict()) {
-        std::string at = absl::StrCat(where, "[", KeyString(kv.key()), "]");
-        auto key = Conform(kv.key(), dt.getKeyType(), at);
-        if (!key.ok()) return key.status();
-        auto val = Conform(kv.value(), dt.getValueType(), at);
-        if (!val.ok()) return val.status();
-        out.insert(*key, *val);
-      }
-      return c10::IValue(out);
-    }
-    case c10::TypeKind::TupleType: {
-      const auto& tt = type->expectRef<c10::TupleType>();
-      std::vector<c10::IValue> items;
-      if (v.isTuple()) {
-        for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(e);
-      } else if (v.isList()) {
-        for (const c10::IValue& e : v.toListRef()) items.push_back(e);
-      } else {
-        return mismatch();
-      }
-      if (items.size() != tt.elements().size()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": expected a tuple of ",
-                                                       tt.elements().size(), " elements, found ",
-                                                       items.size()));
-      }
-      std::vector<c10::IValue> out;
-      for (size_t i = 0; i < items.size(); ++i) {
-        auto e = Conform(items[i], tt.elements()[i], absl::StrCat(where, "[", i, "]"));
-        if (!e.ok()) return e.status();
-        out.push_back(*e);
-      }
-      if (tt.schema() != nullptr) {
-        return c10::IValue(c10::ivalue::Tuple::createNamed(std::move(out), type->cast<c10::TupleType>()));
-      }
-      return c10::IValue(c10::ivalue::Tuple::create(std::move(out)));
-    }
+    case c10::TypeKind::ListType:
+      return ConformList(v, type, where);
+    case c10::TypeKind::DictType:
+      return ConformDict(v, type, where);
+    case c10::TypeKind::TupleType:
+      return ConformTuple(v, type, where);
     case c10::TypeKind::FloatType:
       if (v.isInt()) return c10::IValue(static_cast<double>(v.toInt()));
-      if (!v.isDouble()) return mismatch();
+      if (!v.isDouble()) return Mismatch(v, type, where);
       return v;
     default:
-      if (!v.type()->isSubtypeOf(*type)) return mismatch();
+      if (!v.type()->isSubtypeOf(*type)) return Mismatch(v, type, where);
       return v;
   }
 }

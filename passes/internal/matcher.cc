@@ -60,44 +60,56 @@ class Matcher {
     return MatchNode(scope, def->second, producer, nullptr);
   }
 
-  // `via`: the value through which the node was reached (for `@ $k` lines).
+  // `via`: the value through which the node was reached (for `@ $k` lines). Steps: a node
+  // matched before -> its kind -> its outputs -> its inputs (which match their defining lines).
   bool MatchNode(const PatternScope& scope, int id, Node* n, Value* via) {
     auto seen = b_.matched.find(n);
-    if (seen != b_.matched.end()) {
-      if (seen->second != id) return false;
-      const PatternNode& p = *rule_.nodes[id].ast;
-      if (!p.output_index.empty() && via != nullptr) {
-        // Same node reached through another output: only the index may differ per element.
-        return BindValue(p.outputs[0].name, via) &&
-               BindConst(p.output_index, Datum::Int(static_cast<int64_t>(via->offset())));
-      }
-      return true;
-    }
+    if (seen != b_.matched.end()) return MatchAgain(seen->second, id, via);
     const CompiledPatternNode& cn = rule_.nodes[id];
-    const PatternNode& p = *cn.ast;
     if (!cn.kinds.contains(n->kind())) return false;
     b_.matched.emplace(n, id);
     b_.matched_order.push_back(n);
-    // Outputs.
+    return BindOutputs(*cn.ast, n, via) && MatchInputs(scope, cn, n);
+  }
+
+  // A node already matched as line `matched_id`, reached again as line `id`.
+  bool MatchAgain(int matched_id, int id, Value* via) {
+    if (matched_id != id) return false;
+    const PatternNode& p = *rule_.nodes[id].ast;
+    if (!p.output_index.empty() && via != nullptr) {
+      // Same node reached through another output: only the index may differ per element.
+      return BindValue(p.outputs[0].name, via) &&
+             BindConst(p.output_index, Datum::Int(static_cast<int64_t>(via->offset())));
+    }
+    return true;
+  }
+
+  // Binds the names of line `p`'s outputs (or, for `@ $k`, the output `via` and its index).
+  bool BindOutputs(const PatternNode& p, Node* n, Value* via) {
     if (!p.output_index.empty()) {
       if (via == nullptr) return false;
       if (!p.outputs[0].name.empty() && !BindValue(p.outputs[0].name, via)) return false;
-      if (!BindConst(p.output_index, Datum::Int(static_cast<int64_t>(via->offset())))) return false;
-    } else {
-      bool variadic = p.outputs.back().variadic;
-      size_t fixed = variadic ? p.outputs.size() - 1 : p.outputs.size();
-      if (variadic ? n->outputs().size() < fixed : n->outputs().size() != fixed) return false;
-      for (size_t k = 0; k < fixed; ++k) {
-        if (!p.outputs[k].name.empty() && !BindValue(p.outputs[k].name, n->outputs()[k])) {
-          return false;
-        }
-      }
-      if (variadic && !p.outputs.back().name.empty()) {
-        std::vector<Value*> rest(n->outputs().begin() + fixed, n->outputs().end());
-        if (!BindSeq(p.outputs.back().name, rest)) return false;
+      return BindConst(p.output_index, Datum::Int(static_cast<int64_t>(via->offset())));
+    }
+    bool variadic = p.outputs.back().variadic;
+    size_t fixed = variadic ? p.outputs.size() - 1 : p.outputs.size();
+    if (variadic ? n->outputs().size() < fixed : n->outputs().size() != fixed) return false;
+    for (size_t k = 0; k < fixed; ++k) {
+      if (!p.outputs[k].name.empty() && !BindValue(p.outputs[k].name, n->outputs()[k])) {
+        return false;
       }
     }
-    // Inputs.
+    if (variadic && !p.outputs.back().name.empty()) {
+      std::vector<Value*> rest(n->outputs().begin() + fixed, n->outputs().end());
+      if (!BindSeq(p.outputs.back().name, rest)) return false;
+    }
+    return true;
+  }
+
+  // Matches `n`'s inputs against line `cn`'s arguments: values (and sequences) through their
+  // defining lines, constants bound, literals compared.
+  bool MatchInputs(const PatternScope& scope, const CompiledPatternNode& cn, Node* n) {
+    const PatternNode& p = *cn.ast;
     bool variadic_in = !p.args.empty() && p.args.back().variadic;
     size_t fixed_in = variadic_in ? p.args.size() - 1 : p.args.size();
     if (variadic_in ? n->inputs().size() < fixed_in : n->inputs().size() != fixed_in) return false;

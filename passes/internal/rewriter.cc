@@ -37,159 +37,17 @@ class Rewriter {
  public:
   Rewriter(const CompiledRule& rule, EvalContext& ctx) : rule_(rule), ctx_(ctx) {}
 
+  // Steps: run each statement (inserting nodes, binding names, collecting replacements) ->
+  // commit the replacements -> keep the inserted nodes only if something changed.
   absl::StatusOr<bool> Run() {
-    Graph* g = ctx_.graph;
     torch::jit::Block* block = ctx_.anchor->owningBlock();
-    std::vector<std::pair<Value*, Value*>> replacements;
+    Replacements replacements;
     bool changed = false;
     try {
       for (const RewriteStmt& s : rule_.ast.rewrite) {
-        switch (s.kind) {
-          case RewriteStmt::Kind::kInsert: {
-            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
-            if (!args.ok()) return Fail(args.status());
-            absl::StatusOr<std::vector<std::pair<std::string, Datum>>> kwargs = EvalKwargs(s);
-            if (!kwargs.ok()) return Fail(kwargs.status());
-            absl::StatusOr<Value*> out = InsertOp(s.op, *args, *kwargs, block);
-            if (!out.ok()) return Fail(out.status());
-            if (s.outputs.empty()) {
-              ctx_.bindings->values[s.output] = *out;
-              break;
-            }
-            absl::StatusOr<std::vector<Value*>> outs = OutputsOf(*out, s.outputs.size(), s.op);
-            if (!outs.ok()) return Fail(outs.status());
-            for (size_t k = 0; k < s.outputs.size(); ++k) {
-              if (!s.outputs[k].empty()) ctx_.bindings->values[s.outputs[k]] = (*outs)[k];
-            }
-            break;
-          }
-          case RewriteStmt::Kind::kEach: {
-            // One node per member: every argument that is a value sequence gives its k-th value
-            // to node k (all such sequences have one length); other arguments go to every node.
-            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
-            if (!args.ok()) return Fail(args.status());
-            absl::StatusOr<std::vector<std::pair<std::string, Datum>>> kwargs = EvalKwargs(s);
-            if (!kwargs.ok()) return Fail(kwargs.status());
-            size_t count = 0;
-            bool mismatch = false;
-            auto measure = [&](const Datum& d) {
-              if (d.kind != Datum::Kind::kValueSeq) return;
-              if (count != 0 && d.values.size() != count) mismatch = true;
-              count = d.values.size();
-            };
-            for (const Datum& d : *args) measure(d);
-            for (const auto& kw : *kwargs) measure(kw.second);
-            if (count == 0 || mismatch) {
-              return Fail(absl::InvalidArgumentError(absl::StrCat(
-                  "each ", s.op, " needs value sequences of one non-zero length")));
-            }
-            auto element = [](const Datum& d, size_t k) {
-              return d.kind == Datum::Kind::kValueSeq ? Datum::Val(d.values[k]) : d;
-            };
-            std::vector<Value*> outs;
-            for (size_t k = 0; k < count; ++k) {
-              std::vector<Datum> a;
-              for (const Datum& d : *args) a.push_back(element(d, k));
-              std::vector<std::pair<std::string, Datum>> kw;
-              for (const auto& [name, d] : *kwargs) kw.emplace_back(name, element(d, k));
-              absl::StatusOr<Value*> out = InsertOp(s.op, a, kw, block);
-              if (!out.ok()) return Fail(out.status());
-              outs.push_back(*out);
-            }
-            ctx_.bindings->seqs[s.output] = std::move(outs);
-            break;
-          }
-          case RewriteStmt::Kind::kScan: {
-            // A running operator over the first argument, a value sequence x_0..x_n-1: out_0 is
-            // x_0 itself, and out_k = op(out_k-1, x_k, the other arguments) for k >= 1 (n - 1
-            // nodes, each placed as an inserted operator is). `scan aten::add(%n...)` gives the
-            // running sums of runtime ints, e.g. where each member's data starts once the
-            // members are concatenated.
-            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
-            if (!args.ok()) return Fail(args.status());
-            absl::StatusOr<std::vector<std::pair<std::string, Datum>>> kwargs = EvalKwargs(s);
-            if (!kwargs.ok()) return Fail(kwargs.status());
-            if (args->empty() || (*args)[0].kind != Datum::Kind::kValueSeq || (*args)[0].values.empty()) {
-              return Fail(absl::InvalidArgumentError(absl::StrCat(
-                  "scan ", s.op, " needs a non-empty value sequence as its first argument")));
-            }
-            const std::vector<Value*>& xs = (*args)[0].values;
-            std::vector<Value*> outs = {xs[0]};
-            for (size_t k = 1; k < xs.size(); ++k) {
-              std::vector<Datum> a = {Datum::Val(outs.back()), Datum::Val(xs[k])};
-              a.insert(a.end(), args->begin() + 1, args->end());
-              absl::StatusOr<Value*> out = InsertOp(s.op, a, *kwargs, block);
-              if (!out.ok()) return Fail(out.status());
-              outs.push_back(*out);
-            }
-            ctx_.bindings->seqs[s.output] = std::move(outs);
-            break;
-          }
-          case RewriteStmt::Kind::kConstants: {
-            auto list = Eval(*s.args[0], ctx_);
-            if (!list.ok()) return Fail(list.status());
-            if (list->kind != Datum::Kind::kList || list->list.empty()) {
-              return Fail(absl::InvalidArgumentError("constants(list) needs a non-empty list"));
-            }
-            std::vector<Value*> outs;
-            torch::jit::WithInsertPoint guard(block->nodes().front());
-            for (const Datum& d : list->list) {
-              auto iv = d.ToIValue();
-              if (!iv.ok()) return Fail(iv.status());
-              Value* c = g->insertConstant(*iv);
-              Track(c->node());
-              outs.push_back(c);
-            }
-            ctx_.bindings->seqs[s.output] = std::move(outs);
-            break;
-          }
-          case RewriteStmt::Kind::kUnpack: {
-            auto list = Eval(*s.args[0], ctx_);
-            if (!list.ok()) return Fail(list.status());
-            auto count = Eval(*s.args[1], ctx_);
-            if (!count.ok()) return Fail(count.status());
-            if (list->kind != Datum::Kind::kValue || count->kind != Datum::Kind::kInt ||
-                count->i < 0) {
-              return Fail(absl::InvalidArgumentError("unpack(list, count) needs a list value and an int"));
-            }
-            Node* point = InsertPointFor({*list}, block);
-            torch::jit::WithInsertPoint guard(point);
-            Node* un = g->insertNode(g->createListUnpack(list->value, static_cast<size_t>(count->i)));
-            Track(un);
-            ctx_.bindings->seqs[s.output] =
-                std::vector<Value*>(un->outputs().begin(), un->outputs().end());
-            break;
-          }
-          case RewriteStmt::Kind::kReplace: {
-            auto from = Eval(*s.from, ctx_);
-            if (!from.ok()) return Fail(from.status());
-            auto to = Eval(*s.to, ctx_);
-            if (!to.ok()) return Fail(to.status());
-            std::vector<Value*> fs = AsValues(*from), ts = AsValues(*to);
-            if (fs.size() != ts.size() || fs.empty()) {
-              return Fail(absl::InvalidArgumentError(
-                  absl::StrCat("replace: ", fs.size(), " values with ", ts.size())));
-            }
-            for (size_t k = 0; k < fs.size(); ++k) {
-              if (fs[k] == nullptr || ts[k] == nullptr) {
-                return Fail(absl::InvalidArgumentError("replace needs graph values"));
-              }
-              if (fs[k] != ts[k]) replacements.emplace_back(fs[k], ts[k]);
-            }
-            break;
-          }
-          case RewriteStmt::Kind::kCall: {
-            // Builtins validate and edit on their own. A call is a rule's last statement and
-            // no `replace` precedes it (checked when the rule is compiled).
-            absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
-            if (!args.ok()) return Fail(args.status());
-            auto did = Builtins().at(s.op).impl(*args, ctx_);
-            if (!did.ok()) return Fail(did.status());
-            if (!*did) return Fail(absl::OkStatus());
-            changed = true;
-            break;
-          }
-        }
+        absl::StatusOr<bool> go_on = RunStatement(s, block, &replacements, &changed);
+        if (!go_on.ok()) return Fail(go_on.status());
+        if (!*go_on) return Fail(absl::OkStatus());
       }
     } catch (const std::exception& ex) {
       return Fail(absl::InternalError(absl::StrCat("rule '", rule_.ast.name, "': ", ex.what())));
@@ -204,8 +62,197 @@ class Rewriter {
   }
 
  private:
-  absl::StatusOr<std::vector<std::pair<std::string, Datum>>> EvalKwargs(const RewriteStmt& s) {
-    std::vector<std::pair<std::string, Datum>> kwargs;
+  using Replacements = std::vector<std::pair<Value*, Value*>>;
+  using Kwargs = std::vector<std::pair<std::string, Datum>>;
+
+  // Runs one statement. Returns false when the rewrite stops without a change (a builtin that
+  // declined); a `call` that edited the graph sets `*changed`.
+  absl::StatusOr<bool> RunStatement(const RewriteStmt& s, torch::jit::Block* block,
+                                    Replacements* replacements, bool* changed) {
+    absl::Status st;
+    switch (s.kind) {
+      case RewriteStmt::Kind::kInsert:
+        st = RunInsert(s, block);
+        break;
+      case RewriteStmt::Kind::kEach:
+        st = RunEach(s, block);
+        break;
+      case RewriteStmt::Kind::kScan:
+        st = RunScan(s, block);
+        break;
+      case RewriteStmt::Kind::kConstants:
+        st = RunConstants(s, block);
+        break;
+      case RewriteStmt::Kind::kUnpack:
+        st = RunUnpack(s, block);
+        break;
+      case RewriteStmt::Kind::kReplace:
+        st = CollectReplacements(s, replacements);
+        break;
+      case RewriteStmt::Kind::kCall: {
+        absl::StatusOr<bool> did = RunCall(s);
+        if (!did.ok()) return did.status();
+        if (!*did) return false;
+        *changed = true;
+        break;
+      }
+    }
+    if (!st.ok()) return st;
+    return true;
+  }
+
+  // `insert`: one operator node, its output (or outputs) bound to the statement's names.
+  absl::Status RunInsert(const RewriteStmt& s, torch::jit::Block* block) {
+    absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+    if (!args.ok()) return args.status();
+    absl::StatusOr<Kwargs> kwargs = EvalKwargs(s);
+    if (!kwargs.ok()) return kwargs.status();
+    absl::StatusOr<Value*> out = InsertOp(s.op, *args, *kwargs, block);
+    if (!out.ok()) return out.status();
+    if (s.outputs.empty()) {
+      ctx_.bindings->values[s.output] = *out;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::vector<Value*>> outs = OutputsOf(*out, s.outputs.size(), s.op);
+    if (!outs.ok()) return outs.status();
+    for (size_t k = 0; k < s.outputs.size(); ++k) {
+      if (!s.outputs[k].empty()) ctx_.bindings->values[s.outputs[k]] = (*outs)[k];
+    }
+    return absl::OkStatus();
+  }
+
+  // `each`: one node per member: every argument that is a value sequence gives its k-th value
+  // to node k (all such sequences have one length); other arguments go to every node.
+  absl::Status RunEach(const RewriteStmt& s, torch::jit::Block* block) {
+    absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+    if (!args.ok()) return args.status();
+    absl::StatusOr<Kwargs> kwargs = EvalKwargs(s);
+    if (!kwargs.ok()) return kwargs.status();
+    size_t count = 0;
+    bool mismatch = false;
+    auto measure = [&](const Datum& d) {
+      if (d.kind != Datum::Kind::kValueSeq) return;
+      if (count != 0 && d.values.size() != count) mismatch = true;
+      count = d.values.size();
+    };
+    for (const Datum& d : *args) measure(d);
+    for (const auto& kw : *kwargs) measure(kw.second);
+    if (count == 0 || mismatch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("each ", s.op, " needs value sequences of one non-zero length"));
+    }
+    auto element = [](const Datum& d, size_t k) {
+      return d.kind == Datum::Kind::kValueSeq ? Datum::Val(d.values[k]) : d;
+    };
+    std::vector<Value*> outs;
+    for (size_t k = 0; k < count; ++k) {
+      std::vector<Datum> a;
+      for (const Datum& d : *args) a.push_back(element(d, k));
+      Kwargs kw;
+      for (const auto& [name, d] : *kwargs) kw.emplace_back(name, element(d, k));
+      absl::StatusOr<Value*> out = InsertOp(s.op, a, kw, block);
+      if (!out.ok()) return out.status();
+      outs.push_back(*out);
+    }
+    ctx_.bindings->seqs[s.output] = std::move(outs);
+    return absl::OkStatus();
+  }
+
+  // `scan`: a running operator over the first argument, a value sequence x_0..x_n-1: out_0 is
+  // x_0 itself, and out_k = op(out_k-1, x_k, the other arguments) for k >= 1 (n - 1 nodes, each
+  // placed as an inserted operator is). `scan aten::add(%n...)` gives the running sums of
+  // runtime ints, e.g. where each member's data starts once the members are concatenated.
+  absl::Status RunScan(const RewriteStmt& s, torch::jit::Block* block) {
+    absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+    if (!args.ok()) return args.status();
+    absl::StatusOr<Kwargs> kwargs = EvalKwargs(s);
+    if (!kwargs.ok()) return kwargs.status();
+    if (args->empty() || (*args)[0].kind != Datum::Kind::kValueSeq || (*args)[0].values.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scan ", s.op, " needs a non-empty value sequence as its first argument"));
+    }
+    const std::vector<Value*>& xs = (*args)[0].values;
+    std::vector<Value*> outs = {xs[0]};
+    for (size_t k = 1; k < xs.size(); ++k) {
+      std::vector<Datum> a = {Datum::Val(outs.back()), Datum::Val(xs[k])};
+      a.insert(a.end(), args->begin() + 1, args->end());
+      absl::StatusOr<Value*> out = InsertOp(s.op, a, *kwargs, block);
+      if (!out.ok()) return out.status();
+      outs.push_back(*out);
+    }
+    ctx_.bindings->seqs[s.output] = std::move(outs);
+    return absl::OkStatus();
+  }
+
+  // `constants`: one prim::Constant per list element, at the top of the anchor's block.
+  absl::Status RunConstants(const RewriteStmt& s, torch::jit::Block* block) {
+    auto list = Eval(*s.args[0], ctx_);
+    if (!list.ok()) return list.status();
+    if (list->kind != Datum::Kind::kList || list->list.empty()) {
+      return absl::InvalidArgumentError("constants(list) needs a non-empty list");
+    }
+    std::vector<Value*> outs;
+    torch::jit::WithInsertPoint guard(block->nodes().front());
+    for (const Datum& d : list->list) {
+      auto iv = d.ToIValue();
+      if (!iv.ok()) return iv.status();
+      Value* c = ctx_.graph->insertConstant(*iv);
+      Track(c->node());
+      outs.push_back(c);
+    }
+    ctx_.bindings->seqs[s.output] = std::move(outs);
+    return absl::OkStatus();
+  }
+
+  // `unpack`: a prim::ListUnpack of a list value into `count` values.
+  absl::Status RunUnpack(const RewriteStmt& s, torch::jit::Block* block) {
+    Graph* g = ctx_.graph;
+    auto list = Eval(*s.args[0], ctx_);
+    if (!list.ok()) return list.status();
+    auto count = Eval(*s.args[1], ctx_);
+    if (!count.ok()) return count.status();
+    if (list->kind != Datum::Kind::kValue || count->kind != Datum::Kind::kInt || count->i < 0) {
+      return absl::InvalidArgumentError("unpack(list, count) needs a list value and an int");
+    }
+    Node* point = InsertPointFor({*list}, block);
+    torch::jit::WithInsertPoint guard(point);
+    Node* un = g->insertNode(g->createListUnpack(list->value, static_cast<size_t>(count->i)));
+    Track(un);
+    ctx_.bindings->seqs[s.output] = std::vector<Value*>(un->outputs().begin(), un->outputs().end());
+    return absl::OkStatus();
+  }
+
+  // `replace`: pairs of (from, to) graph values, applied together by Commit.
+  absl::Status CollectReplacements(const RewriteStmt& s, Replacements* replacements) {
+    auto from = Eval(*s.from, ctx_);
+    if (!from.ok()) return from.status();
+    auto to = Eval(*s.to, ctx_);
+    if (!to.ok()) return to.status();
+    std::vector<Value*> fs = AsValues(*from), ts = AsValues(*to);
+    if (fs.size() != ts.size() || fs.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("replace: ", fs.size(), " values with ", ts.size()));
+    }
+    for (size_t k = 0; k < fs.size(); ++k) {
+      if (fs[k] == nullptr || ts[k] == nullptr) {
+        return absl::InvalidArgumentError("replace needs graph values");
+      }
+      if (fs[k] != ts[k]) replacements->emplace_back(fs[k], ts[k]);
+    }
+    return absl::OkStatus();
+  }
+
+  // `call`: builtins validate and edit on their own; returns whether the builtin changed the
+  // graph. A call is a rule's last statement and no `replace` precedes it (checked when the rule
+  // is compiled).
+  absl::StatusOr<bool> RunCall(const RewriteStmt& s) {
+    absl::StatusOr<std::vector<Datum>> args = EvalAll(s.args, ctx_);
+    if (!args.ok()) return args.status();
+    return Builtins().at(s.op).impl(*args, ctx_);
+  }
+
+  absl::StatusOr<Kwargs> EvalKwargs(const RewriteStmt& s) {
+    Kwargs kwargs;
     for (const auto& [kw, a] : s.kwargs) {
       auto d = Eval(*a, ctx_);
       if (!d.ok()) return d.status();
@@ -216,8 +263,7 @@ class Rewriter {
 
   // Inserts one `op` node on these arguments, right after the latest definition among them.
   absl::StatusOr<Value*> InsertOp(const std::string& op, const std::vector<Datum>& args,
-                                  const std::vector<std::pair<std::string, Datum>>& kwargs,
-                                  torch::jit::Block* block) {
+                                  const Kwargs& kwargs, torch::jit::Block* block) {
     Graph* g = ctx_.graph;
     std::vector<Datum> all = args;
     for (const auto& kw : kwargs) all.push_back(kw.second);
@@ -327,7 +373,7 @@ class Rewriter {
 
   void Track(Node* n) { inserted_.push_back(n); }
 
-  bool Commit(const std::vector<std::pair<Value*, Value*>>& reps) {
+  bool Commit(const Replacements& reps) {
     for (const auto& [from, to] : reps) {
       if (!SameKindOfType(from->type(), to->type())) return false;
       Node* def = DefinitionIn(to, from->node()->owningBlock());

@@ -196,38 +196,28 @@ void Reach(const std::vector<CompiledPatternNode>& all, const PatternScope& scop
   }
 }
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
-  auto cr = std::make_shared<CompiledRule>();
-  cr->ast = std::move(rule);
-  const Rule& r = cr->ast;
-  // Pattern nodes: main first, then each foreach block.
-  auto add_node = [&](const PatternNode& n) -> absl::Status {
-    CompiledPatternNode cn;
-    cn.ast = &n;
-    auto kinds = ResolveOp(n.op, n.op_loc);
-    if (!kinds.ok()) return kinds.status();
-    cn.kinds = std::move(*kinds);
-    for (const PatternArg& a : n.args) {
-      if (a.kind == PatternArg::Kind::kLiteral) {
-        auto d = LiteralDatum(*a.literal);
-        if (!d.ok()) return d.status();
-        cn.literals.push_back(*d);
-      } else {
-        cn.literals.push_back(Datum());
-      }
+// Compiles pattern node `n` (its operator kinds and literal arguments) and appends it to `cr`.
+absl::Status AddPatternNode(const PatternNode& n, CompiledRule* cr) {
+  CompiledPatternNode cn;
+  cn.ast = &n;
+  auto kinds = ResolveOp(n.op, n.op_loc);
+  if (!kinds.ok()) return kinds.status();
+  cn.kinds = std::move(*kinds);
+  for (const PatternArg& a : n.args) {
+    if (a.kind == PatternArg::Kind::kLiteral) {
+      auto d = LiteralDatum(*a.literal);
+      if (!d.ok()) return d.status();
+      cn.literals.push_back(*d);
+    } else {
+      cn.literals.push_back(Datum());
     }
-    cr->nodes.push_back(std::move(cn));
-    return absl::OkStatus();
-  };
-  for (const PatternNode& n : r.match) {
-    absl::Status st = add_node(n);
-    if (!st.ok()) return st;
   }
-  absl::Status st = BuildScope(r.match, 0, &cr->main);
-  if (!st.ok()) return st;
-  cr->anchor = static_cast<int>(r.match.size()) - 1;
+  cr->nodes.push_back(std::move(cn));
+  return absl::OkStatus();
+}
+
+// Records, for each main pattern node, which of its value arguments another main line defines.
+void RecordDefinedInputs(CompiledRule* cr) {
   for (int id : cr->main.node_ids) {
     const std::vector<PatternArg>& args = cr->nodes[id].ast->args;
     for (size_t k = 0; k < args.size(); ++k) {
@@ -243,167 +233,214 @@ absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
       }
     }
   }
-  {
-    absl::flat_hash_set<int> seen;
-    Reach(cr->nodes, cr->main, cr->anchor, &seen);
-    for (int id : cr->main.node_ids) {
-      if (!seen.contains(id)) {
-        return LocError(r.match[id].loc,
-                        "pattern line is not connected to the anchor (the last match line): "
-                        "each line must define a value that a later line uses");
-      }
+}
+
+// Compiles the main pattern: its nodes, scope and anchor; checks that every line reaches the
+// anchor and that the anchor is a plain node with outputs.
+absl::Status CompileMainPattern(CompiledRule* cr) {
+  const Rule& r = cr->ast;
+  for (const PatternNode& n : r.match) {
+    SENTIER_RETURN_IF_ERROR(AddPatternNode(n, cr));
+  }
+  SENTIER_RETURN_IF_ERROR(BuildScope(r.match, 0, &cr->main));
+  cr->anchor = static_cast<int>(r.match.size()) - 1;
+  RecordDefinedInputs(cr);
+  absl::flat_hash_set<int> seen;
+  Reach(cr->nodes, cr->main, cr->anchor, &seen);
+  for (int id : cr->main.node_ids) {
+    if (!seen.contains(id)) {
+      return LocError(r.match[id].loc,
+                      "pattern line is not connected to the anchor (the last match line): "
+                      "each line must define a value that a later line uses");
     }
   }
   if (cr->nodes[cr->anchor].ast->outputs.empty() ||
       !cr->nodes[cr->anchor].ast->output_index.empty()) {
     return LocError(r.match.back().loc, "the anchor (last match line) cannot use '@ $k'");
   }
+  return absl::OkStatus();
+}
+
+// Compiles one foreach block into `cr` and adds the names it makes visible to `names`: shared
+// names as they are, per-element ones as sequences (values) or lists (constants).
+absl::Status CompileForeach(const ForeachPattern& fe, CompiledRule* cr, NameSet* names) {
+  CompiledForeach cf;
+  cf.ast = &fe;
+  int first = static_cast<int>(cr->nodes.size());
+  for (const PatternNode& n : fe.nodes) {
+    SENTIER_RETURN_IF_ERROR(AddPatternNode(n, cr));
+  }
+  SENTIER_RETURN_IF_ERROR(BuildScope(fe.nodes, first, &cf.scope));
+  if (!names->contains(absl::StrCat("%", fe.sequence, "..."))) {
+    return LocError(fe.loc, absl::StrCat("foreach iterates over '%", fe.sequence,
+                                         "...', which the pattern above does not bind"));
+  }
+  auto def = cf.scope.value_def.find(fe.element);
+  if (def == cf.scope.value_def.end()) {
+    return LocError(fe.loc, absl::StrCat("the element '%", fe.element,
+                                         "' must be defined by a line of the foreach block"));
+  }
+  absl::flat_hash_set<int> seen;
+  Reach(cr->nodes, cf.scope, def->second.first, &seen);
+  NameSet block_names;
+  for (int id : cf.scope.node_ids) {
+    if (!seen.contains(id)) {
+      return LocError(cr->nodes[id].ast->loc,
+                      "foreach line is not connected to the element's defining line");
+    }
+    AddNodeNames(*cr->nodes[id].ast, &block_names);
+  }
+  for (const std::string& pe : fe.per_element) {
+    if (!block_names.contains(pe)) {
+      return LocError(fe.loc, absl::StrCat("per-element name '", pe,
+                                           "' is not bound inside the foreach block"));
+    }
+  }
+  for (const std::string& n : block_names) {
+    bool per = n == absl::StrCat("%", fe.element) ||
+               std::find(fe.per_element.begin(), fe.per_element.end(), n) != fe.per_element.end();
+    if (!per) names->insert(n);
+  }
+  for (const std::string& pe : fe.per_element) {
+    names->insert(pe[0] == '%' ? absl::StrCat(pe, "...") : pe);
+  }
+  cr->foreach.push_back(std::move(cf));
+  return absl::OkStatus();
+}
+
+// Checks a group rule's key and turns `names` into what its rewrite sees: every per-member value
+// is a sequence over the members (%x...), and a constant is the first member's (list it in the
+// key when members must agree on it).
+absl::Status CheckGroupKey(const Rule& r, NameSet* names) {
+  if (r.key.empty()) return LocError(r.loc, "a group rule needs a 'key' section");
+  for (const ExprPtr& k : r.key) {
+    SENTIER_RETURN_IF_ERROR(CheckExpr(*k, *names));
+  }
+  NameSet group_names;
+  for (const std::string& n : *names) {
+    if (n[0] == '%' && n.size() > 3 && n.substr(n.size() - 3) == "...") continue;
+    group_names.insert(n[0] == '%' ? absl::StrCat(n, "...") : n);
+  }
+  *names = std::move(group_names);
+  return absl::OkStatus();
+}
+
+// `insert`: one named operator that defines at least one new output.
+absl::Status CheckInsertStmt(const RewriteStmt& s, NameSet* names) {
+  if (IsRegexOp(s.op)) return LocError(s.loc, "a rewrite inserts one named operator, not a regex");
+  auto kinds = ResolveOp(s.op, s.loc);
+  if (!kinds.ok()) return kinds.status();
+  const std::vector<std::string> defined =
+      s.outputs.empty() ? std::vector<std::string>{s.output} : s.outputs;
+  bool any = false;
+  for (const std::string& name : defined) {
+    if (name.empty()) continue;  // `_`
+    any = true;
+    if (names->contains(absl::StrCat("%", name)) || names->contains(absl::StrCat("%", name, "..."))) {
+      return LocError(s.loc, absl::StrCat("'%", name, "' is already bound"));
+    }
+    names->insert(absl::StrCat("%", name));
+  }
+  if (!any) return LocError(s.loc, "an inserted operator must name at least one output");
+  return absl::OkStatus();
+}
+
+// `each`, `scan`, `constants` and `unpack`: the argument count, the operator (each, scan), and
+// the new sequence they define.
+absl::Status CheckSequenceStmt(const RewriteStmt& s, NameSet* names) {
+  if (s.kind == RewriteStmt::Kind::kUnpack && s.args.size() != 2) {
+    return LocError(s.loc, "unpack(list, count) takes 2 arguments");
+  }
+  if (s.kind == RewriteStmt::Kind::kConstants && s.args.size() != 1) {
+    return LocError(s.loc, "constants(list) takes 1 argument");
+  }
+  if (s.kind == RewriteStmt::Kind::kScan && s.args.empty()) {
+    return LocError(s.loc, "scan op(%xs..., ...) needs the sequence it runs over");
+  }
+  if (s.kind == RewriteStmt::Kind::kEach || s.kind == RewriteStmt::Kind::kScan) {
+    if (IsRegexOp(s.op)) {
+      return LocError(s.loc, absl::StrCat("'", s.kind == RewriteStmt::Kind::kEach ? "each" : "scan",
+                                          "' inserts one named operator, not a regex"));
+    }
+    auto kinds = ResolveOp(s.op, s.loc);
+    if (!kinds.ok()) return kinds.status();
+  }
+  if (names->contains(absl::StrCat("%", s.output, "...")) ||
+      names->contains(absl::StrCat("%", s.output))) {
+    return LocError(s.loc, absl::StrCat("'%", s.output, "' is already bound"));
+  }
+  names->insert(absl::StrCat("%", s.output, "..."));
+  return absl::OkStatus();
+}
+
+// `call`: the last statement, in a rewrite without `replace`, naming a builtin with its arity.
+absl::Status CheckCallStmt(const RewriteStmt& s, const Rule& r) {
+  if (&s != &r.rewrite.back()) {
+    return LocError(s.loc, "'call' must be the last statement of a rewrite");
+  }
+  for (const RewriteStmt& prev : r.rewrite) {
+    if (prev.kind == RewriteStmt::Kind::kReplace) {
+      return LocError(s.loc, "a rewrite with 'call' cannot also 'replace'");
+    }
+  }
+  const auto& builtins = internal::Builtins();
+  auto it = builtins.find(s.op);
+  if (it == builtins.end()) {
+    return LocError(s.loc, absl::StrCat("unknown builtin '", s.op,
+                                        "' (see patterns/README.md for the list)"));
+  }
+  if (static_cast<int>(s.args.size()) != it->second.num_args) {
+    return LocError(s.loc, absl::StrCat("builtin '", s.op, "' takes ", it->second.num_args,
+                                        " argument(s), got ", s.args.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Checks one rewrite statement of `r` against the names in scope and adds the names it defines.
+absl::Status CheckRewriteStmt(const RewriteStmt& s, const Rule& r, NameSet* names) {
+  for (const ExprPtr& a : s.args) {
+    SENTIER_RETURN_IF_ERROR(CheckExpr(*a, *names));
+  }
+  for (const auto& [kw, a] : s.kwargs) {
+    SENTIER_RETURN_IF_ERROR(CheckExpr(*a, *names));
+  }
+  switch (s.kind) {
+    case RewriteStmt::Kind::kInsert:
+      return CheckInsertStmt(s, names);
+    case RewriteStmt::Kind::kEach:
+    case RewriteStmt::Kind::kScan:
+    case RewriteStmt::Kind::kConstants:
+    case RewriteStmt::Kind::kUnpack:
+      return CheckSequenceStmt(s, names);
+    case RewriteStmt::Kind::kReplace:
+      SENTIER_RETURN_IF_ERROR(CheckExpr(*s.from, *names));
+      return CheckExpr(*s.to, *names);
+    case RewriteStmt::Kind::kCall:
+      return CheckCallStmt(s, r);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Steps: main pattern -> foreach blocks -> where -> group key -> rewrite statements, each step
+// widening the set of names the next one may use.
+absl::StatusOr<std::shared_ptr<CompiledRule>> CompileRule(Rule rule) {
+  auto cr = std::make_shared<CompiledRule>();
+  cr->ast = std::move(rule);
+  const Rule& r = cr->ast;
+  SENTIER_RETURN_IF_ERROR(CompileMainPattern(cr.get()));
   NameSet names;
   for (const PatternNode& n : r.match) AddNodeNames(n, &names);
   for (const ForeachPattern& fe : r.foreach) {
-    CompiledForeach cf;
-    cf.ast = &fe;
-    int first = static_cast<int>(cr->nodes.size());
-    for (const PatternNode& n : fe.nodes) {
-      SENTIER_RETURN_IF_ERROR(add_node(n));
-    }
-    SENTIER_RETURN_IF_ERROR(BuildScope(fe.nodes, first, &cf.scope));
-    if (!names.contains(absl::StrCat("%", fe.sequence, "..."))) {
-      return LocError(fe.loc, absl::StrCat("foreach iterates over '%", fe.sequence,
-                                           "...', which the pattern above does not bind"));
-    }
-    auto def = cf.scope.value_def.find(fe.element);
-    if (def == cf.scope.value_def.end()) {
-      return LocError(fe.loc, absl::StrCat("the element '%", fe.element,
-                                           "' must be defined by a line of the foreach block"));
-    }
-    absl::flat_hash_set<int> seen;
-    Reach(cr->nodes, cf.scope, def->second.first, &seen);
-    NameSet block_names;
-    for (int id : cf.scope.node_ids) {
-      if (!seen.contains(id)) {
-        return LocError(cr->nodes[id].ast->loc,
-                        "foreach line is not connected to the element's defining line");
-      }
-      AddNodeNames(*cr->nodes[id].ast, &block_names);
-    }
-    for (const std::string& pe : fe.per_element) {
-      if (!block_names.contains(pe)) {
-        return LocError(fe.loc, absl::StrCat("per-element name '", pe,
-                                             "' is not bound inside the foreach block"));
-      }
-    }
-    // Shared names become visible; per-element ones become sequences/lists.
-    for (const std::string& n : block_names) {
-      bool per = n == absl::StrCat("%", fe.element) ||
-                 std::find(fe.per_element.begin(), fe.per_element.end(), n) != fe.per_element.end();
-      if (!per) names.insert(n);
-    }
-    for (const std::string& pe : fe.per_element) {
-      names.insert(pe[0] == '%' ? absl::StrCat(pe, "...") : pe);
-    }
-    cr->foreach.push_back(std::move(cf));
+    SENTIER_RETURN_IF_ERROR(CompileForeach(fe, cr.get(), &names));
   }
   for (const ExprPtr& w : r.where) {
     SENTIER_RETURN_IF_ERROR(CheckExpr(*w, names));
   }
-  if (r.is_group) {
-    if (r.key.empty()) return LocError(r.loc, "a group rule needs a 'key' section");
-    for (const ExprPtr& k : r.key) {
-      SENTIER_RETURN_IF_ERROR(CheckExpr(*k, names));
-    }
-    // In a group's rewrite every per-member value is a sequence over the members (%x...), and
-    // a constant is the first member's (list it in the key when members must agree on it).
-    NameSet group_names;
-    for (const std::string& n : names) {
-      if (n[0] == '%' && n.size() > 3 && n.substr(n.size() - 3) == "...") continue;
-      group_names.insert(n[0] == '%' ? absl::StrCat(n, "...") : n);
-    }
-    names = std::move(group_names);
-  }
+  if (r.is_group) SENTIER_RETURN_IF_ERROR(CheckGroupKey(r, &names));
   for (const RewriteStmt& s : r.rewrite) {
-    for (const ExprPtr& a : s.args) {
-      SENTIER_RETURN_IF_ERROR(CheckExpr(*a, names));
-    }
-    for (const auto& [kw, a] : s.kwargs) {
-      SENTIER_RETURN_IF_ERROR(CheckExpr(*a, names));
-    }
-    switch (s.kind) {
-      case RewriteStmt::Kind::kInsert: {
-        if (IsRegexOp(s.op)) return LocError(s.loc, "a rewrite inserts one named operator, not a regex");
-        auto kinds = ResolveOp(s.op, s.loc);
-        if (!kinds.ok()) return kinds.status();
-        const std::vector<std::string> defined =
-            s.outputs.empty() ? std::vector<std::string>{s.output} : s.outputs;
-        bool any = false;
-        for (const std::string& name : defined) {
-          if (name.empty()) continue;  // `_`
-          any = true;
-          if (names.contains(absl::StrCat("%", name)) || names.contains(absl::StrCat("%", name, "..."))) {
-            return LocError(s.loc, absl::StrCat("'%", name, "' is already bound"));
-          }
-          names.insert(absl::StrCat("%", name));
-        }
-        if (!any) return LocError(s.loc, "an inserted operator must name at least one output");
-        break;
-      }
-      case RewriteStmt::Kind::kEach:
-      case RewriteStmt::Kind::kScan:
-      case RewriteStmt::Kind::kConstants:
-      case RewriteStmt::Kind::kUnpack:
-        if (s.kind == RewriteStmt::Kind::kUnpack && s.args.size() != 2) {
-          return LocError(s.loc, "unpack(list, count) takes 2 arguments");
-        }
-        if (s.kind == RewriteStmt::Kind::kConstants && s.args.size() != 1) {
-          return LocError(s.loc, "constants(list) takes 1 argument");
-        }
-        if (s.kind == RewriteStmt::Kind::kScan && s.args.empty()) {
-          return LocError(s.loc, "scan op(%xs..., ...) needs the sequence it runs over");
-        }
-        if (s.kind == RewriteStmt::Kind::kEach || s.kind == RewriteStmt::Kind::kScan) {
-          if (IsRegexOp(s.op)) {
-            return LocError(s.loc, absl::StrCat("'", s.kind == RewriteStmt::Kind::kEach ? "each" : "scan",
-                                                "' inserts one named operator, not a regex"));
-          }
-          auto kinds = ResolveOp(s.op, s.loc);
-          if (!kinds.ok()) return kinds.status();
-        }
-        if (names.contains(absl::StrCat("%", s.output, "...")) ||
-            names.contains(absl::StrCat("%", s.output))) {
-          return LocError(s.loc, absl::StrCat("'%", s.output, "' is already bound"));
-        }
-        names.insert(absl::StrCat("%", s.output, "..."));
-        break;
-      case RewriteStmt::Kind::kReplace: {
-        absl::Status a = CheckExpr(*s.from, names);
-        if (!a.ok()) return a;
-        absl::Status b = CheckExpr(*s.to, names);
-        if (!b.ok()) return b;
-        break;
-      }
-      case RewriteStmt::Kind::kCall: {
-        if (&s != &r.rewrite.back()) {
-          return LocError(s.loc, "'call' must be the last statement of a rewrite");
-        }
-        for (const RewriteStmt& prev : r.rewrite) {
-          if (prev.kind == RewriteStmt::Kind::kReplace) {
-            return LocError(s.loc, "a rewrite with 'call' cannot also 'replace'");
-          }
-        }
-        const auto& builtins = internal::Builtins();
-        auto it = builtins.find(s.op);
-        if (it == builtins.end()) {
-          return LocError(s.loc, absl::StrCat("unknown builtin '", s.op,
-                                              "' (see patterns/README.md for the list)"));
-        }
-        if (static_cast<int>(s.args.size()) != it->second.num_args) {
-          return LocError(s.loc, absl::StrCat("builtin '", s.op, "' takes ",
-                                              it->second.num_args, " argument(s), got ",
-                                              s.args.size()));
-        }
-        break;
-      }
-    }
+    SENTIER_RETURN_IF_ERROR(CheckRewriteStmt(s, r, &names));
   }
   return cr;
 }
