@@ -67,7 +67,8 @@ class CostSelectionTest : public ::testing::Test {
 };
 
 TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) {
-  CostOptions opts;  // training step, memory_margin 1%
+  CostOptions opts;  // training step
+  opts.margins.memory = 0.01;           // the margin clause: 1%
   opts.margins.memory_floor_bytes = 0;  // this model's peaks are KiB: the fraction alone
   auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
@@ -148,6 +149,7 @@ struct ScriptedTimings {
   std::vector<std::string> fast;
   double fast_ms = 5.0, slow_ms = 10.0;
   std::vector<double> forward_ms, original_forward_ms, confirm_ms;
+  int64_t fast_peak = 1 << 20;  // the step's peak when a fast rule fires (the original: 1 MiB)
   int with_original = 0;  // calls so far that timed the original too
   int calls = 0;
 
@@ -161,7 +163,8 @@ struct ScriptedTimings {
         }
       }
       t.ms = t.fired.empty() ? slow_ms : fast_ms;
-      t.peak = t.forward_peak = 1 << 20;
+      t.peak = t.fired.empty() ? 1 << 20 : fast_peak;
+      t.forward_peak = 1 << 20;
       t.forward_ms = 0.31;
       if (original != nullptr) {
         const int k = with_original++;
@@ -350,6 +353,81 @@ TEST_F(CostSelectionTest, CheckerReportsEqualPeaksForOneModelAndMoreForTraining)
   EXPECT_EQ(c->reference_train_peak_bytes, -1);
   EXPECT_GT(c->candidate_train_ms, 0.0);
   EXPECT_EQ(c->candidate_train_peak_bytes, r->candidate_train_peak_bytes);
+}
+
+// The default memory policy (runtime/verdict.h): a step 2x faster may peak at up to 2x the
+// original's; a set whose peak grows without a matching speed-up is refused; the device share and
+// an owner's margin bound it too.
+struct MemoryPolicyCase {
+  double fast_ms;
+  int64_t fast_peak;
+  VerdictMargins margins;
+};
+
+CostSelection SelectWithPeak(const RuleSet& rules, const MemoryPolicyCase& c) {
+  ScriptedTimings timings;
+  timings.fast = {"batch_linear"};
+  timings.fast_ms = c.fast_ms;
+  timings.fast_peak = c.fast_peak;
+  CostOptions opts;
+  opts.margins = c.margins;
+  opts.margins.memory_floor_bytes = 0;
+  auto sel = SelectRules(rules, opts, timings.Measurer());
+  EXPECT_TRUE(sel.ok()) << sel.status();
+  return sel.ok() ? *sel : CostSelection();
+}
+
+TEST_F(CostSelectionTest, DefaultPolicyKeepsAFasterSetThatHoldsProportionallyMoreMemory) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  CostSelection sel = SelectWithPeak(*rules_, {5.0, kMiB * 19 / 10, VerdictMargins{}});  // 2x, 1.9x
+  SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
+  EXPECT_TRUE(sel.faster);
+  EXPECT_TRUE(sel.within_memory);
+  EXPECT_TRUE(sel.dropped.empty());
+}
+
+TEST_F(CostSelectionTest, DefaultPolicyRefusesMemoryGrowthWithoutAMatchingSpeedup) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  CostSelection sel = SelectWithPeak(*rules_, {9.0, 2 * kMiB, VerdictMargins{}});  // 1.1x, 2x
+  SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
+  EXPECT_FALSE(sel.faster);
+  EXPECT_TRUE(sel.nothing_fires_within_memory);
+  EXPECT_EQ(sel.dropped, std::vector<std::string>{"batch_linear"});
+}
+
+TEST_F(CostSelectionTest, DeviceShareAndOwnerBudgetsBoundTheDefaultPolicy) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  VerdictMargins share;
+  share.device_limit_bytes = kMiB * 3 / 2;  // 2x faster, 1.9x the memory, but over the share
+  EXPECT_FALSE(SelectWithPeak(*rules_, {5.0, kMiB * 19 / 10, share}).faster);
+  VerdictMargins owner_margin;
+  owner_margin.memory = 0.5;  // the owner's margin replaces the product clause
+  EXPECT_FALSE(SelectWithPeak(*rules_, {5.0, kMiB * 19 / 10, owner_margin}).faster);
+  VerdictMargins owner_budget;
+  owner_budget.memory = 0.01;
+  owner_budget.max_step_bytes = 4 * kMiB;  // an absolute budget wins over every other clause
+  owner_budget.device_limit_bytes = kMiB;
+  EXPECT_TRUE(SelectWithPeak(*rules_, {9.0, 3 * kMiB, owner_budget}).faster);
+}
+
+TEST(VerdictTest, JudgeMemoryNamesTheClauseThatBounds) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  VerdictMargins m;  // the default policy
+  m.memory_floor_bytes = 0;
+  // The 64 towers on the H200: 40.81 -> 10.46 ms, 196 -> 323 MiB: published.
+  MemoryJudgement towers = JudgeMemory({40.81, 196 * kMiB}, {10.46, 323 * kMiB}, m);
+  EXPECT_EQ(towers.excess_bytes, 0);
+  EXPECT_EQ(towers.clause, MemoryClause::kTimeMemoryProduct);
+  EXPECT_EQ(Judge({40.81, 196 * kMiB}, {10.46, 323 * kMiB}, m), Verdict::kFaster);
+  m.device_limit_bytes = 300 * kMiB;
+  MemoryJudgement capped = JudgeMemory({40.81, 196 * kMiB}, {10.46, 323 * kMiB}, m);
+  EXPECT_EQ(capped.clause, MemoryClause::kDeviceShare);
+  EXPECT_EQ(capped.excess_bytes, 23 * kMiB);
+  // Slower: no more memory than the original's (the floor aside).
+  EXPECT_GT(JudgeMemory({10.0, 100 * kMiB}, {11.0, 101 * kMiB}, m).excess_bytes, 0);
+  m.memory = -1;  // off
+  EXPECT_EQ(JudgeMemory({10.0, 100 * kMiB}, {11.0, 900 * kMiB}, m).excess_bytes, 0);
+  EXPECT_EQ(MemoryPolicyName(VerdictMargins{}), "time_memory_product+device_share");
 }
 
 }  // namespace
