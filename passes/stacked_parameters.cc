@@ -180,6 +180,8 @@ absl::StatusOr<ParamLayout> ReadParamLayout(const torch::jit::Module& module) {
   return ParamLayout::FromJson(v.toStringRef());
 }
 
+namespace {
+
 // The module hierarchy below the root, and what reads it: the graph being rewritten (the
 // root's forward) and the methods of every class in it.
 struct ModuleTree {
@@ -248,6 +250,105 @@ ModuleTree MapModuleTree(const ObjectPtr& root, Graph& graph, const ModuleObject
   return tree;
 }
 
+using Consumed = absl::flat_hash_map<const Obj*, std::set<std::string>>;
+
+// The attributes the accepted candidates take from each module object.
+Consumed ConsumedAttributes(const std::vector<Candidate>& candidates, const std::vector<bool>& accepted) {
+  Consumed consumed;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!accepted[i]) continue;
+    for (const Member& m : candidates[i].members) consumed[m.module].insert(m.attr);
+  }
+  return consumed;
+}
+
+// Every parameter and buffer below `o` consumed, and the graph reads nothing else there.
+bool SubtreeGoes(const Obj* o, const ModuleTree& tree, const Consumed& consumed) {
+  if (tree.other_reads.contains(o)) return false;
+  const std::set<std::string> none;
+  auto found = consumed.find(o);
+  const std::set<std::string>& used = found == consumed.end() ? none : found->second;
+  std::vector<std::string> state = StateNames(*o);
+  auto reads = tree.param_reads.find(o);
+  if (!std::all_of(state.begin(), state.end(), [&](const std::string& s) { return used.count(s) != 0; }) ||
+      (reads == tree.param_reads.end() ? 0 : reads->second) != static_cast<int64_t>(used.size())) {
+    return false;
+  }
+  auto kids = tree.children.find(o);
+  return kids == tree.children.end() || std::all_of(kids->second.begin(), kids->second.end(), [&](const Obj* kid) {
+           return SubtreeGoes(kid, tree, consumed);
+         });
+}
+
+// The units that take the members of `c` out of the tree, in member order (the root's own
+// parameters go one by one, without a unit); false when one of its members cannot go.
+bool UnitsOf(const Candidate& c, const ModuleTree& tree, const Consumed& consumed, std::vector<const Obj*>* units) {
+  const Obj* root = tree.root.get();
+  for (const Member& m : c.members) {
+    bool ok = true;
+    if (!tree.places.contains(m.module)) {
+      ok = false;
+    } else if (m.module == root) {  // a parameter of the root itself
+      auto reads = tree.root_reads.find(m.attr);
+      ok = reads != tree.root_reads.end() && reads->second == 1 && !tree.ReadByMethods(root, m.attr);
+    } else {
+      const Obj* unit = m.module;
+      while (tree.parent(unit) != nullptr && tree.ReadByMethods(tree.parent(unit), tree.places.at(unit).attr)) {
+        unit = tree.parent(unit);
+      }
+      ok = tree.parent(unit) != nullptr && SubtreeGoes(unit, tree, consumed);
+      if (ok) units->push_back(unit);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// A parent whose class other objects share: all of them must lose the same attributes (`leaving`:
+// parent -> attributes that go). Clears `(*accepted)[i]` where candidate i's units break that;
+// true when it cleared any.
+bool RejectUnevenSharedClasses(const ModuleTree& tree, const std::vector<std::vector<const Obj*>>& units,
+                               const absl::flat_hash_map<const Obj*, std::set<std::string>>& leaving,
+                               std::vector<bool>* accepted) {
+  const std::set<std::string> none;
+  auto attrs = [&](const Obj* o) -> const std::set<std::string>& {
+    auto it = leaving.find(o);
+    return it == leaving.end() ? none : it->second;
+  };
+  bool changed = false;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (!(*accepted)[i]) continue;
+    bool ok = true;
+    for (const Obj* u : units[i]) {
+      const Obj* parent = tree.parent(u);
+      for (const Obj* twin : tree.instances.at(parent->type().get())) {
+        ok &= twin == parent || attrs(twin) == attrs(parent);
+      }
+    }
+    if (!ok) {
+      (*accepted)[i] = false;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+// Member module -> unit, for the accepted candidates' members below the root.
+absl::flat_hash_map<const Obj*, const Obj*> UnitOfMembers(const std::vector<Candidate>& candidates,
+                                                          const std::vector<bool>& accepted,
+                                                          const std::vector<std::vector<const Obj*>>& units,
+                                                          const Obj* root) {
+  absl::flat_hash_map<const Obj*, const Obj*> unit_of;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!accepted[i]) continue;
+    for (size_t k = 0, u = 0; k < candidates[i].members.size(); ++k) {
+      const Obj* mod = candidates[i].members[k].module;
+      if (mod != root) unit_of[mod] = units[i][u++];
+    }
+  }
+  return unit_of;
+}
+
 // AcceptCandidates: which candidates can move, and which module objects go with them. A member
 // module goes with the smallest unit that can leave its parent: itself, or, where a method of
 // its parent's class reads it (a Sequential's forward reads its entries), that parent, and so
@@ -261,50 +362,15 @@ ModuleTree MapModuleTree(const ObjectPtr& root, Graph& graph, const ModuleObject
 absl::flat_hash_map<const Obj*, const Obj*> AcceptCandidates(const std::vector<Candidate>& candidates,
                                                              const ModuleTree& tree, std::vector<bool>* accepted) {
   absl::flat_hash_map<const Obj*, const Obj*> unit_of;
-  const Obj* root = tree.root.get();
   bool changed = true;
   while (changed) {
     changed = false;
-    absl::flat_hash_map<const Obj*, std::set<std::string>> consumed;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!(*accepted)[i]) continue;
-      for (const Member& m : candidates[i].members) consumed[m.module].insert(m.attr);
-    }
-    // Every parameter and buffer below `o` consumed, and the graph reads nothing else there.
-    std::function<bool(const Obj*)> subtree_goes = [&](const Obj* o) {
-      if (tree.other_reads.contains(o)) return false;
-      const std::set<std::string>& used = consumed[o];
-      std::vector<std::string> state = StateNames(*o);
-      auto reads = tree.param_reads.find(o);
-      if (!std::all_of(state.begin(), state.end(), [&](const std::string& s) { return used.count(s) != 0; }) ||
-          (reads == tree.param_reads.end() ? 0 : reads->second) != static_cast<int64_t>(used.size())) {
-        return false;
-      }
-      auto kids = tree.children.find(o);
-      return kids == tree.children.end() || std::all_of(kids->second.begin(), kids->second.end(), subtree_goes);
-    };
+    const Consumed consumed = ConsumedAttributes(candidates, *accepted);
     absl::flat_hash_map<const Obj*, std::set<std::string>> leaving;  // parent -> attributes that go
     std::vector<std::vector<const Obj*>> units(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!(*accepted)[i]) continue;
-      bool ok = true;
-      for (const Member& m : candidates[i].members) {
-        if (!tree.places.contains(m.module)) {
-          ok = false;
-        } else if (m.module == root) {  // a parameter of the root itself
-          auto reads = tree.root_reads.find(m.attr);
-          ok = reads != tree.root_reads.end() && reads->second == 1 && !tree.ReadByMethods(root, m.attr);
-        } else {
-          const Obj* unit = m.module;
-          while (tree.parent(unit) != nullptr && tree.ReadByMethods(tree.parent(unit), tree.places.at(unit).attr)) {
-            unit = tree.parent(unit);
-          }
-          ok = tree.parent(unit) != nullptr && subtree_goes(unit);
-          if (ok) units[i].push_back(unit);
-        }
-        if (!ok) break;
-      }
-      if (!ok) {
+      if (!UnitsOf(candidates[i], tree, consumed, &units[i])) {
         (*accepted)[i] = false;
         changed = true;
         continue;
@@ -312,30 +378,9 @@ absl::flat_hash_map<const Obj*, const Obj*> AcceptCandidates(const std::vector<C
       for (const Obj* u : units[i]) leaving[tree.parent(u)].insert(tree.places.at(u).attr);
     }
     if (changed) continue;
-    // A parent whose class other objects share: all of them must lose the same attributes.
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!(*accepted)[i]) continue;
-      bool ok = true;
-      for (const Obj* u : units[i]) {
-        const Obj* parent = tree.parent(u);
-        for (const Obj* twin : tree.instances.at(parent->type().get())) {
-          ok &= twin == parent || leaving[twin] == leaving[parent];
-        }
-      }
-      if (!ok) {
-        (*accepted)[i] = false;
-        changed = true;
-      }
-    }
+    changed = RejectUnevenSharedClasses(tree, units, leaving, accepted);
     if (changed) continue;
-    unit_of.clear();
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!(*accepted)[i]) continue;
-      for (size_t k = 0, u = 0; k < candidates[i].members.size(); ++k) {
-        const Obj* mod = candidates[i].members[k].module;
-        if (mod != root) unit_of[mod] = units[i][u++];
-      }
-    }
+    unit_of = UnitOfMembers(candidates, *accepted, units, tree.root.get());
   }
   return unit_of;
 }
@@ -362,158 +407,207 @@ std::string StoredName(const Candidate& c, bool stack, const Obj* holder,
   return absl::StrCat(op, which, "_", attr);
 }
 
-absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, const std::shared_ptr<Graph>& graph) {
-  ParamLayout layout;
-  ObjectPtr root = module._ivalue();
-  if (module.hasattr(kParamLayoutAttribute)) {
-    return absl::FailedPreconditionError("the module's parameters are stored stacked already");
-  }
-  // The original state_dict: names and shapes, before anything moves.
+// The original state_dict: names and shapes, before anything moves.
+void RecordOriginalState(const torch::jit::Module& module, ParamLayout* layout) {
   for (const auto& np : module.named_parameters(/*recurse=*/true)) {
-    layout.original_names.push_back(np.name);
-    layout.original_shapes.push_back(np.value.sizes().vec());
+    layout->original_names.push_back(np.name);
+    layout->original_shapes.push_back(np.value.sizes().vec());
   }
   for (const auto& nb : module.named_buffers(/*recurse=*/true)) {
-    layout.original_names.push_back(nb.name);
-    layout.original_shapes.push_back(nb.value.sizes().vec());
+    layout->original_names.push_back(nb.name);
+    layout->original_shapes.push_back(nb.value.sizes().vec());
   }
-  ModuleObjectMap objects = ModuleObjects(*graph, c10::IValue(root));
-  if (objects.empty()) return layout;
-  ModuleTree tree = MapModuleTree(root, *graph, objects);
-  auto& places = tree.places;
+}
 
+std::vector<Candidate> FindCandidates(Graph& graph, const ModuleObjectMap& objects) {
   std::vector<Candidate> candidates;
-  for (Node* n : graph->nodes()) {
+  for (Node* n : graph.nodes()) {
     Candidate c;
     if (AsCandidate(n, objects, &c)) candidates.push_back(std::move(c));
   }
-  std::vector<bool> accepted(candidates.size(), true);
-  const absl::flat_hash_map<const Obj*, const Obj*> unit_of = AcceptCandidates(candidates, tree, &accepted);
+  return candidates;
+}
+
+// The units that leave the tree with the accepted candidates.
+struct LeavingUnits {
+  const ModuleTree* tree;
+  absl::flat_hash_set<const Obj*> units;
+
   // Whether `o` is (inside) a unit that goes.
-  absl::flat_hash_set<const Obj*> unit_set;
-  for (const auto& [member, unit] : unit_of) unit_set.insert(unit);
-  auto goes = [&](const Obj* o) {
-    for (; o != nullptr; o = places[o].parent) {
-      if (unit_set.contains(o)) return true;
+  bool Goes(const Obj* o) const {
+    for (; o != nullptr; o = tree->parent(o)) {
+      if (units.contains(o)) return true;
     }
     return false;
-  };
+  }
+};
 
-  absl::flat_hash_set<const Obj*> removed;
-  std::vector<std::string> removed_root_params;
+LeavingUnits UnitsLeaving(const ModuleTree& tree, const absl::flat_hash_map<const Obj*, const Obj*>& unit_of) {
+  LeavingUnits leaving{&tree, {}};
+  for (const auto& [member, unit] : unit_of) leaving.units.insert(unit);
+  return leaving;
+}
+
+// The object that holds the stored parameter: the members' nearest common ancestor, or the root
+// where that one's class has other instances or it goes itself.
+const Obj* HolderOf(const Candidate& c, const ModuleTree& tree, const LeavingUnits& leaving) {
+  std::vector<const Obj*> chain;
+  for (const Obj* o = tree.parent(c.members[0].module); o != nullptr; o = tree.parent(o)) chain.push_back(o);
+  const Obj* holder = tree.root.get();
+  for (const Obj* cand : chain) {
+    bool all = true;
+    for (const Member& m : c.members) {
+      bool under = false;
+      for (const Obj* o = tree.parent(m.module); o != nullptr && !under; o = tree.parent(o)) under = o == cand;
+      all &= under;
+    }
+    if (all) {
+      holder = cand;
+      break;
+    }
+  }
+  if (holder != tree.root.get() && (tree.type_uses.at(holder->type().get()) != 1 || leaving.Goes(holder))) {
+    holder = tree.root.get();
+  }
+  return holder;
+}
+
+// `base`, or `base_1`, `base_2`, ...: a name that is neither an attribute of the holder nor in
+// `taken`, the names already given in it; adds it to `taken`.
+std::string FreshName(const std::string& base, const Obj* holder, absl::flat_hash_set<std::string>* taken) {
+  std::string name = base;
+  for (int k = 1; holder->type()->hasAttribute(name) || taken->contains(name); ++k) {
+    name = absl::StrCat(base, "_", k);
+  }
+  taken->insert(name);
+  return name;
+}
+
+// Registers parameter `name` of `holder`, the members of `c` stacked (or concatenated), and
+// returns its record.
+StackedParameter StoreParameter(const Candidate& c, const Obj* holder, const std::string& name,
+                                const ModuleTree& tree) {
+  const bool stack = c.node->kind() == c10::aten::stack;
+  std::vector<at::Tensor> values;
+  StackedParameter record;
+  for (const Member& m : c.members) {
+    values.push_back(m.tensor.detach());
+    const std::string& path = tree.places.at(m.module).path;
+    record.members.push_back(path.empty() ? m.attr : absl::StrCat(path, ".", m.attr));
+    record.sizes.push_back(stack ? 1 : m.tensor.size(c.dim));
+  }
+  at::Tensor stored = (stack ? at::stack(values, c.dim) : at::cat(values, c.dim)).contiguous();
+  stored.requires_grad_(c.members[0].tensor.requires_grad());
+  Obj* holder_mut = const_cast<Obj*>(holder);
+  size_t slot = holder_mut->type()->addAttribute(name, c10::TensorType::get(), /*is_parameter=*/true);
+  holder_mut->setSlot(slot, stored);
+  const std::string& holder_path = tree.places.at(holder).path;
+  record.name = holder_path.empty() ? name : absl::StrCat(holder_path, ".", name);
+  record.op = stack ? "stack" : "cat";
+  record.dim = c.dim;
+  return record;
+}
+
+// In the graph: read the stored parameter `name` of `holder` where the stack was computed.
+void ReadStoredParameter(Graph& graph, const ModuleObjectMap& objects, const Candidate& c, const Obj* holder,
+                         const std::string& name, const ModuleTree& tree) {
+  Value* holder_value = nullptr;
+  for (const auto& [v, o] : objects) {
+    if (o.get() != holder) continue;
+    Value* mv = const_cast<Value*>(v);
+    if (mv->node()->kind() == c10::prim::Param || mv->node()->isBefore(c.node)) {
+      holder_value = mv;
+      break;
+    }
+  }
+  torch::jit::WithInsertPoint guard(c.node);
+  if (holder_value == nullptr) {
+    holder_value = graph.inputs()[0];
+    for (absl::string_view part : absl::StrSplit(tree.places.at(holder).path, '.', absl::SkipEmpty())) {
+      Node* get = graph.insertNode(graph.createGetAttr(holder_value, std::string(part)));
+      holder_value = get->output();
+    }
+  }
+  Node* read = graph.insertNode(graph.createGetAttr(holder_value, name));
+  read->output()->setType(c10::TensorType::get());
+  c.node->output()->replaceAllUsesWith(read->output());
+}
+
+// Each accepted candidate becomes a stored parameter (its record goes to `layout`) that the graph
+// reads in its place. The root's own parameters that moved go to `removed_root_params`.
+absl::Status StoreCandidates(Graph& graph, const ModuleObjectMap& objects, const std::vector<Candidate>& candidates,
+                             const std::vector<bool>& accepted, const ModuleTree& tree,
+                             const LeavingUnits& leaving, ParamLayout* layout,
+                             std::vector<std::string>* removed_root_params) {
   absl::flat_hash_map<const Obj*, absl::flat_hash_set<std::string>> new_names;
   try {
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (!accepted[i]) continue;
-      Candidate& c = candidates[i];
+      const Candidate& c = candidates[i];
       bool stack = c.node->kind() == c10::aten::stack;
-      // The members' nearest common ancestor holds the stored parameter.
-      std::vector<const Obj*> chain;
-      for (const Obj* o = places[c.members[0].module].parent; o != nullptr; o = places[o].parent) chain.push_back(o);
-      const Obj* holder = root.get();
-      for (const Obj* cand : chain) {
-        bool all = true;
-        for (const Member& m : c.members) {
-          bool under = false;
-          for (const Obj* o = places[m.module].parent; o != nullptr && !under; o = places[o].parent) under = o == cand;
-          all &= under;
-        }
-        if (all) {
-          holder = cand;
-          break;
-        }
-      }
-      if (holder != root.get() && (tree.type_uses[holder->type().get()] != 1 || goes(holder))) holder = root.get();
-      std::string base = StoredName(c, stack, holder, places);
-      std::string name = base;
-      for (int k = 1; holder->type()->hasAttribute(name) || new_names[holder].contains(name); ++k) {
-        name = absl::StrCat(base, "_", k);
-      }
-      new_names[holder].insert(name);
-      std::vector<at::Tensor> values;
-      StackedParameter record;
+      const Obj* holder = HolderOf(c, tree, leaving);
+      std::string name = FreshName(StoredName(c, stack, holder, tree.places), holder, &new_names[holder]);
+      layout->stacked.push_back(StoreParameter(c, holder, name, tree));
+      ReadStoredParameter(graph, objects, c, holder, name, tree);
       for (const Member& m : c.members) {
-        values.push_back(m.tensor.detach());
-        record.members.push_back(places[m.module].path.empty()
-                                     ? m.attr
-                                     : absl::StrCat(places[m.module].path, ".", m.attr));
-        record.sizes.push_back(stack ? 1 : m.tensor.size(c.dim));
-      }
-      at::Tensor stored = (stack ? at::stack(values, c.dim) : at::cat(values, c.dim)).contiguous();
-      stored.requires_grad_(c.members[0].tensor.requires_grad());
-      Obj* holder_mut = const_cast<Obj*>(holder);
-      size_t slot = holder_mut->type()->addAttribute(name, c10::TensorType::get(), /*is_parameter=*/true);
-      holder_mut->setSlot(slot, stored);
-      record.name = places[holder].path.empty() ? name : absl::StrCat(places[holder].path, ".", name);
-      record.op = stack ? "stack" : "cat";
-      record.dim = c.dim;
-      layout.stacked.push_back(record);
-      // In the graph: read the stored parameter where the stack was computed.
-      Value* holder_value = nullptr;
-      for (const auto& [v, o] : objects) {
-        if (o.get() != holder) continue;
-        Value* mv = const_cast<Value*>(v);
-        if (mv->node()->kind() == c10::prim::Param || mv->node()->isBefore(c.node)) {
-          holder_value = mv;
-          break;
-        }
-      }
-      torch::jit::WithInsertPoint guard(c.node);
-      if (holder_value == nullptr) {
-        holder_value = graph->inputs()[0];
-        for (absl::string_view part : absl::StrSplit(places[holder].path, '.', absl::SkipEmpty())) {
-          Node* get = graph->insertNode(graph->createGetAttr(holder_value, std::string(part)));
-          holder_value = get->output();
-        }
-      }
-      Node* read = graph->insertNode(graph->createGetAttr(holder_value, name));
-      read->output()->setType(c10::TensorType::get());
-      c.node->output()->replaceAllUsesWith(read->output());
-      for (const Member& m : c.members) {
-        if (m.module == root.get()) removed_root_params.push_back(m.attr);
+        if (m.module == tree.root.get()) removed_root_params->push_back(m.attr);
       }
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("storing stacked parameters failed: ", TorchErrorMessage(e.what())));
   }
-  if (layout.stacked.empty()) return layout;
-  for (const auto& [o, place] : places) {
-    if (goes(o)) removed.insert(o);
+  return absl::OkStatus();
+}
+
+// Nothing in the graph may read a module that goes, or a moved parameter of the root, any more.
+absl::Status CheckMovedStateUnread(Graph& graph, const ModuleTree& tree, const LeavingUnits& leaving,
+                                   const std::vector<std::string>& removed_root_params) {
+  absl::flat_hash_set<const Obj*> removed;
+  for (const auto& [o, place] : tree.places) {
+    if (leaving.Goes(o)) removed.insert(o);
   }
-  RemoveDeadNodes(graph);
-  // Nothing in the graph may read a removed module any more.
-  ModuleObjectMap after = ModuleObjects(*graph, c10::IValue(root));
+  ModuleObjectMap after = ModuleObjects(graph, c10::IValue(tree.root));
   for (const auto& [v, o] : after) {
     if (removed.contains(o.get())) {
-      return absl::InternalError(absl::StrCat("storing stacked parameters: module '", places[o.get()].path,
+      return absl::InternalError(absl::StrCat("storing stacked parameters: module '", tree.places.at(o.get()).path,
                                               "' is still read after its parameters moved"));
     }
   }
-  for (Node* n : graph->nodes()) {
-    if (n->kind() == c10::prim::GetAttr && n->input() == graph->inputs()[0] &&
+  for (Node* n : graph.nodes()) {
+    if (n->kind() == c10::prim::GetAttr && n->input() == graph.inputs()[0] &&
         std::find(removed_root_params.begin(), removed_root_params.end(), n->s(c10::attr::name)) !=
             removed_root_params.end()) {
       return absl::InternalError(absl::StrCat("storing stacked parameters: '", n->s(c10::attr::name),
                                               "' is still read after it moved"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Removes the root's moved parameters, then each unit from its parent: the slot of every instance
+// of the parent's class first (a slot is found through the class), then the class's attribute,
+// once.
+void RemoveMovedState(const ModuleTree& tree, const LeavingUnits& leaving,
+                      const std::vector<std::string>& removed_root_params) {
   for (const std::string& attr : removed_root_params) {
-    root->unsafeRemoveAttr(attr);
-    root->type()->unsafeRemoveAttribute(attr);
+    tree.root->unsafeRemoveAttr(attr);
+    tree.root->type()->unsafeRemoveAttribute(attr);
   }
-  // Each unit leaves its parent: the slot of every instance of the parent's class first (a slot
-  // is found through the class), then the class's attribute, once.
-  std::map<std::pair<const c10::ClassType*, std::string>, std::vector<Obj*>> leaving;
-  for (const Obj* u : unit_set) {
-    if (goes(places[u].parent)) continue;  // inside a unit that goes as a whole
-    Obj* parent = const_cast<Obj*>(places[u].parent);
-    leaving[{parent->type().get(), places[u].attr}].push_back(parent);
+  std::map<std::pair<const c10::ClassType*, std::string>, std::vector<Obj*>> from;
+  for (const Obj* u : leaving.units) {
+    if (leaving.Goes(tree.parent(u))) continue;  // inside a unit that goes as a whole
+    Obj* parent = const_cast<Obj*>(tree.parent(u));
+    from[{parent->type().get(), tree.places.at(u).attr}].push_back(parent);
   }
-  for (auto& [key, parents] : leaving) {
+  for (auto& [key, parents] : from) {
     for (Obj* parent : parents) parent->unsafeRemoveAttr(key.second);
     parents[0]->type()->unsafeRemoveAttribute(key.second);
   }
-  // Checkpoints stay interchangeable: original names, as views of the stored parameters.
+}
+
+// Checkpoints stay interchangeable: original_state_dict() gives the original names, as views of
+// the stored parameters, and load_original_state_dict() loads through them.
+std::string StateDictMethodsSource(const ParamLayout& layout) {
   absl::flat_hash_map<std::string, std::string> view;  // original name -> expression
   for (const StackedParameter& p : layout.stacked) {
     int64_t offset = 0;
@@ -541,6 +635,12 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
                   "        assert k in sd, \"load_original_state_dict: missing key \" + k\n"
                   "        assert sd[k].size() == d[k].size(), \"load_original_state_dict: key \" + k + \" has the wrong shape\"\n"
                   "        d[k].detach().copy_(sd[k])\n");
+  return src;
+}
+
+// Records the layout in the module and defines its state_dict methods.
+absl::Status RecordLayout(torch::jit::Module& module, const ParamLayout& layout) {
+  std::string src = StateDictMethodsSource(layout);
   try {
     module.register_attribute(kParamLayoutAttribute, c10::StringType::get(), layout.ToJson());
     module.define(src);
@@ -548,6 +648,35 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
     return absl::InternalError(absl::StrCat("storing stacked parameters: the state_dict methods do not compile: ",
                                             TorchErrorMessage(e.what())));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, const std::shared_ptr<Graph>& graph) {
+  ParamLayout layout;
+  ObjectPtr root = module._ivalue();
+  if (module.hasattr(kParamLayoutAttribute)) {
+    return absl::FailedPreconditionError("the module's parameters are stored stacked already");
+  }
+  RecordOriginalState(module, &layout);
+  ModuleObjectMap objects = ModuleObjects(*graph, c10::IValue(root));
+  if (objects.empty()) return layout;
+  const ModuleTree tree = MapModuleTree(root, *graph, objects);
+  std::vector<Candidate> candidates = FindCandidates(*graph, objects);
+  std::vector<bool> accepted(candidates.size(), true);
+  const LeavingUnits leaving = UnitsLeaving(tree, AcceptCandidates(candidates, tree, &accepted));
+  std::vector<std::string> removed_root_params;
+  absl::Status stored =
+      StoreCandidates(*graph, objects, candidates, accepted, tree, leaving, &layout, &removed_root_params);
+  if (!stored.ok()) return stored;
+  if (layout.stacked.empty()) return layout;
+  RemoveDeadNodes(graph);
+  absl::Status unread = CheckMovedStateUnread(*graph, tree, leaving, removed_root_params);
+  if (!unread.ok()) return unread;
+  RemoveMovedState(tree, leaving, removed_root_params);
+  absl::Status recorded = RecordLayout(module, layout);
+  if (!recorded.ok()) return recorded;
   return layout;
 }
 

@@ -32,6 +32,27 @@ std::string Tag(const std::string& model, int64_t version) {
   return absl::StrCat("[", model, "/", version, "] ");
 }
 
+// Executor timing that stalled (torch's fuser): why the job timed in the interpreter instead,
+// or "".
+std::string TimingFallback(const nlohmann::json& report) {
+  std::string fallback;
+  for (const char* part : {"selection", "validation"}) {
+    if (fallback.empty() && report.contains(part) && report.at(part).is_object()) {
+      fallback = report.at(part).value("timing_fallback", "");
+    }
+  }
+  return fallback;
+}
+
+// What the log line of a published report adds after its reason: rewrites and node counts.
+std::string PublishedDetail(const nlohmann::json& report) {
+  if (!report.contains("nodes_before")) return "";
+  return absl::StrCat(" (", report.value("rewrites", 0), " rewrites; nodes ", report.value("nodes_before", 0),
+                      " -> ", report.value("nodes_after", 0), "; aten ops per forward ",
+                      report.value("aten_ops_per_forward_before", 0), " -> ",
+                      report.value("aten_ops_per_forward_after", 0), ")");
+}
+
 }  // namespace
 
 pid_t ExecJobLauncher::Launch(const JobSpec& spec) {
@@ -358,44 +379,55 @@ void DaemonManager::Finish(Running r, int wait_status) {
   PublishResult(r.job, r.stage, report, seconds);
 }
 
-void DaemonManager::PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
-                                  double seconds) {
+// The job writes the report (runtime/report.h); reports the daemon makes itself (a crash, a
+// time-out) get the same header, so every report.json follows runtime/report_schema.json.
+void DaemonManager::CompleteReport(const Job& job, double seconds, nlohmann::json* report) const {
   const VersionInfo& v = job.source;
-  // The job writes the report (runtime/report.h); reports the daemon makes itself (a crash, a
-  // time-out) get the same header, so every report.json follows runtime/report_schema.json.
-  report["schema_version"] = kReportSchemaVersion;
-  report["tool"] = "sentierd";
-  if (!report.contains("rules_fingerprint")) report["rules_fingerprint"] = rules_->fingerprint();
-  report["model"] = v.model;
-  report["version"] = v.version;
-  report["source_signature"] = v.signature;
-  report["trigger"] = job.why;
+  nlohmann::json& r = *report;
+  r["schema_version"] = kReportSchemaVersion;
+  r["tool"] = "sentierd";
+  if (!r.contains("rules_fingerprint")) r["rules_fingerprint"] = rules_->fingerprint();
+  r["model"] = v.model;
+  r["version"] = v.version;
+  r["source_signature"] = v.signature;
+  r["trigger"] = job.why;
   // The job's mode (REG/<model>/sentier.json may set another than --mode); a report the daemon
   // makes itself has the daemon's.
-  if (!report.contains("mode")) report["mode"] = std::string(ValidationModeName(options_.mode));
-  std::string arch = report.value("architecture_fingerprint", "");
+  if (!r.contains("mode")) r["mode"] = std::string(ValidationModeName(options_.mode));
+  std::string arch = r.value("architecture_fingerprint", "");
   std::string prev = state_.PreviousArchFp(v.model, v.version);
   if (!arch.empty()) {
     if (prev.empty()) {
-      report["architecture_changed"] = nullptr;  // no earlier version to compare with
+      r["architecture_changed"] = nullptr;  // no earlier version to compare with
     } else {
-      report["architecture_changed"] = prev != arch;
+      r["architecture_changed"] = prev != arch;
     }
   }
-  if (!report.contains("timings_ms")) report["timings_ms"] = nlohmann::json::object();
-  report["timings_ms"]["job_total"] = seconds * 1000.0;
+  if (!r.contains("timings_ms")) r["timings_ms"] = nlohmann::json::object();
+  r["timings_ms"]["job_total"] = seconds * 1000.0;
+}
+
+// Counts a recorded result in the metrics.
+void DaemonManager::CountPublished(ReportStatus status, double seconds, bool timing_fallback) {
+  std::lock_guard<std::mutex> l(metrics_.mu);
+  if (status == ReportStatus::kOptimized) ++metrics_.optimized;
+  else if (status == ReportStatus::kUnchanged) ++metrics_.unchanged;
+  else ++metrics_.rejected;
+  metrics_.job_seconds_sum += seconds;
+  ++metrics_.job_count;
+  if (timing_fallback) ++metrics_.timing_fallbacks;
+}
+
+void DaemonManager::PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
+                                  double seconds) {
+  const VersionInfo& v = job.source;
+  CompleteReport(job, seconds, &report);
   std::string status = report.value("status", "rejected");
   // A status the job did not spell right counts as a rejection, but is published as it is.
   absl::StatusOr<ReportStatus> parsed = ParseReportStatus(status);
   const bool rejected = parsed.ok() && *parsed == ReportStatus::kRejected;
   std::string reason = report.value("reason", "");
-  // Executor timing that stalled (torch's fuser): the job timed in the interpreter instead.
-  std::string fallback;
-  for (const char* part : {"selection", "validation"}) {
-    if (fallback.empty() && report.contains(part) && report[part].is_object()) {
-      fallback = report[part].value("timing_fallback", "");
-    }
-  }
+  std::string fallback = TimingFallback(report);
   if (!fallback.empty()) LOG(WARNING) << Tag(v.model, v.version) << "timed in the interpreter: " << fallback;
   absl::Status st = WriteFileSynced(stage + "/report.json", report.dump(2) + "\n");
   if (st.ok()) st = publisher_->Publish(stage, v.model, v.version, rejected);
@@ -404,7 +436,7 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   rec.reason = reason;
   rec.signature = v.signature;
   rec.rules_fp = report.value("rules_fingerprint", "");
-  rec.arch_fp = arch;
+  rec.arch_fp = report.value("architecture_fingerprint", "");
   rec.artifact_sha = report.value("artifact_sha256", "");
   if (absl::IsFailedPrecondition(st)) {
     LOG(WARNING) << Tag(v.model, v.version) << st.message() << ": " << reason;
@@ -425,23 +457,8 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   backoff_.erase(job.Key());
   absl::Status saved = state_.Save(state_path_);
   if (!saved.ok()) LOG(ERROR) << "state: " << saved.message();
-  {
-    std::lock_guard<std::mutex> l(metrics_.mu);
-    if (parsed.ok() && *parsed == ReportStatus::kOptimized) ++metrics_.optimized;
-    else if (parsed.ok() && *parsed == ReportStatus::kUnchanged) ++metrics_.unchanged;
-    else ++metrics_.rejected;
-    metrics_.job_seconds_sum += seconds;
-    ++metrics_.job_count;
-    if (!fallback.empty()) ++metrics_.timing_fallbacks;
-  }
-  std::string detail;
-  if (report.contains("nodes_before")) {
-    detail = absl::StrCat(" (", report.value("rewrites", 0), " rewrites; nodes ",
-                          report.value("nodes_before", 0), " -> ", report.value("nodes_after", 0),
-                          "; aten ops per forward ", report.value("aten_ops_per_forward_before", 0),
-                          " -> ", report.value("aten_ops_per_forward_after", 0), ")");
-  }
-  LOG(INFO) << Tag(v.model, v.version) << "published " << status << ": " << reason << detail
+  CountPublished(rec.status, seconds, !fallback.empty());
+  LOG(INFO) << Tag(v.model, v.version) << "published " << status << ": " << reason << PublishedDetail(report)
             << " in " << static_cast<int64_t>(seconds * 1000) << " ms";
 }
 

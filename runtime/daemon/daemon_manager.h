@@ -152,6 +152,9 @@ class DaemonManager {
   void Finish(Running r, int wait_status);
   void PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
                      double seconds);
+  // The steps of PublishResult: the report's header, the metrics of a recorded result.
+  void CompleteReport(const Job& job, double seconds, nlohmann::json* report) const;
+  void CountPublished(ReportStatus status, double seconds, bool timing_fallback);
   double RetryLater(const std::string& key);
   void UpdateGauges();
 

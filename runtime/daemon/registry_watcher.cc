@@ -118,6 +118,116 @@ void RegistryWatcher::WarnOnce(const std::string& key, const std::string& messag
   if (warned_.insert(key).second) LOG(WARNING) << message;
 }
 
+// Whether `model`, an entry of the root at `mdir`, is a model directory of this shard.
+bool RegistryWatcher::IsModelToScan(const std::string& model, const std::string& mdir) {
+  if (!IsValidModelName(model)) {
+    // Staging dirs (tmp-…, .tmp) are normal; say so only for names that look meant as models.
+    if (model[0] != '.' && model.rfind("tmp-", 0) != 0) {
+      WarnOnce(mdir, absl::StrCat("registry: ignoring '", mdir,
+                                  "': model names must match [A-Za-z0-9][A-Za-z0-9._-]*"));
+    }
+    return false;
+  }
+  struct stat st;
+  if (::stat(mdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  if (!InsideRoot(mdir)) {
+    WarnOnce(mdir, absl::StrCat("[", model, "] registry: ignoring '", mdir,
+                                "': a symlink leading outside the registry"));
+    return false;
+  }
+  return ShardOf(model, options_.shard_count) == options_.shard_index;
+}
+
+// Whether `vname`, an entry of `model`'s directory at `vdir`, is a version directory; sets
+// `*version`.
+bool RegistryWatcher::IsVersionToScan(const std::string& model, const std::string& vname,
+                                      const std::string& vdir, int64_t* version) {
+  if (!ParseVersionName(vname, version)) {
+    if (vname[0] != '.' && vname.rfind("tmp-", 0) != 0) {
+      WarnOnce(vdir, absl::StrCat("[", model, "] registry: ignoring '", vdir,
+                                  "': version directories must be named by a positive "
+                                  "number without leading zeros"));
+    }
+    return false;
+  }
+  struct stat st;
+  if (::stat(vdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  if (!InsideRoot(vdir)) {
+    WarnOnce(vdir, absl::StrCat("[", model, "/", *version, "] registry: ignoring '", vdir,
+                                "': a symlink leading outside the registry"));
+    return false;
+  }
+  return true;
+}
+
+// Adds the entry `f` of the version directory to the version's signature and, for model.pt and
+// inputs.pt, refuses the version when the file cannot or must not be loaded.
+void RegistryWatcher::AddVersionFile(const std::string& vdir, const std::string& f, VersionInfo* info) const {
+  std::string fp = absl::StrCat(vdir, "/", f);
+  struct stat fst;
+  if (::stat(fp.c_str(), &fst) != 0) {
+    absl::StrAppend(&info->signature, f, ":dangling;");
+    if (info->refused_reason.empty() && (f == "model.pt" || f == "inputs.pt")) {
+      info->refused_reason = absl::StrCat(f, " is a dangling symlink");
+    }
+    return;
+  }
+  int64_t mtime_ns = static_cast<int64_t>(fst.st_mtim.tv_sec) * 1000000000 + fst.st_mtim.tv_nsec;
+  // An unreadable file marks the signature, so that making it readable (chmod changes no
+  // mtime) changes the signature and the version is taken up again.
+  bool readable = ::faccessat(AT_FDCWD, fp.c_str(), R_OK, AT_EACCESS) == 0;
+  int access_errno = readable ? 0 : errno;
+  absl::StrAppend(&info->signature, f, ":", static_cast<int64_t>(fst.st_size), ":",
+                  mtime_ns, readable ? "" : ":unreadable", ";");
+  if (f != "model.pt" && f != "inputs.pt") return;
+  if (!info->refused_reason.empty()) return;
+  if (!readable && S_ISREG(fst.st_mode)) {
+    info->refused_reason = absl::StrCat(f, " is not readable (", std::strerror(access_errno), ")");
+  } else if (!InsideRoot(fp)) {
+    info->refused_reason = absl::StrCat(f, " is a symlink leading outside the registry");
+  } else if (!S_ISREG(fst.st_mode)) {
+    info->refused_reason = absl::StrCat(f, " is not a regular file");
+  } else if (options_.max_model_bytes > 0 && fst.st_size > options_.max_model_bytes) {
+    info->refused_reason = absl::StrCat(f, " has ", static_cast<int64_t>(fst.st_size),
+                                        " bytes, above --max_model_bytes=", options_.max_model_bytes);
+  }
+}
+
+// Lists the versions of `model`: a version whose signature is the one of the last poll has
+// settled and goes to `snap`, the others count as unsettled. Each signature goes to `current`.
+void RegistryWatcher::ScanModel(const std::string& model, const std::string& mdir,
+                                std::map<std::string, std::string>* current, RegistrySnapshot* snap) {
+  auto versions = ListDir(mdir);
+  if (!versions.ok()) {
+    WarnOnce(mdir, absl::StrCat("[", model, "] registry: ", versions.status().message()));
+    return;
+  }
+  std::vector<VersionInfo> settled;
+  for (const std::string& vname : *versions) {
+    int64_t v = 0;
+    std::string vdir = absl::StrCat(mdir, "/", vname);
+    if (!IsVersionToScan(model, vname, vdir, &v)) continue;
+    auto files = ListDir(vdir);
+    if (!files.ok()) continue;
+    VersionInfo info;
+    info.model = model;
+    info.version = v;
+    info.dir = vdir;
+    for (const std::string& f : *files) AddVersionFile(vdir, f, &info);
+    std::string key = absl::StrCat(model, "/", v);
+    (*current)[key] = info.signature;
+    auto prev = previous_.find(key);
+    if (!info.signature.empty() && prev != previous_.end() && prev->second == info.signature) {
+      settled.push_back(std::move(info));
+    } else {
+      ++snap->unsettled;
+    }
+  }
+  std::sort(settled.begin(), settled.end(),
+            [](const VersionInfo& a, const VersionInfo& b) { return a.version < b.version; });
+  if (!settled.empty()) snap->models[model] = std::move(settled);
+}
+
 absl::StatusOr<RegistrySnapshot> RegistryWatcher::PollOnce() {
   auto models = ListDir(options_.root);
   if (!models.ok()) {
@@ -128,95 +238,7 @@ absl::StatusOr<RegistrySnapshot> RegistryWatcher::PollOnce() {
   std::map<std::string, std::string> current;
   for (const std::string& model : *models) {
     std::string mdir = absl::StrCat(options_.root, "/", model);
-    if (!IsValidModelName(model)) {
-      // Staging dirs (tmp-…, .tmp) are normal; say so only for names that look meant as models.
-      if (model[0] != '.' && model.rfind("tmp-", 0) != 0) {
-        WarnOnce(mdir, absl::StrCat("registry: ignoring '", mdir,
-                                    "': model names must match [A-Za-z0-9][A-Za-z0-9._-]*"));
-      }
-      continue;
-    }
-    struct stat st;
-    if (::stat(mdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    if (!InsideRoot(mdir)) {
-      WarnOnce(mdir, absl::StrCat("[", model, "] registry: ignoring '", mdir,
-                                  "': a symlink leading outside the registry"));
-      continue;
-    }
-    if (ShardOf(model, options_.shard_count) != options_.shard_index) continue;
-    auto versions = ListDir(mdir);
-    if (!versions.ok()) {
-      WarnOnce(mdir, absl::StrCat("[", model, "] registry: ", versions.status().message()));
-      continue;
-    }
-    std::vector<VersionInfo> settled;
-    for (const std::string& vname : *versions) {
-      int64_t v = 0;
-      std::string vdir = absl::StrCat(mdir, "/", vname);
-      if (!ParseVersionName(vname, &v)) {
-        if (vname[0] != '.' && vname.rfind("tmp-", 0) != 0) {
-          WarnOnce(vdir, absl::StrCat("[", model, "] registry: ignoring '", vdir,
-                                      "': version directories must be named by a positive "
-                                      "number without leading zeros"));
-        }
-        continue;
-      }
-      if (::stat(vdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-      if (!InsideRoot(vdir)) {
-        WarnOnce(vdir, absl::StrCat("[", model, "/", v, "] registry: ignoring '", vdir,
-                                    "': a symlink leading outside the registry"));
-        continue;
-      }
-      auto files = ListDir(vdir);
-      if (!files.ok()) continue;
-      VersionInfo info;
-      info.model = model;
-      info.version = v;
-      info.dir = vdir;
-      for (const std::string& f : *files) {
-        std::string fp = absl::StrCat(vdir, "/", f);
-        struct stat fst;
-        if (::stat(fp.c_str(), &fst) != 0) {
-          absl::StrAppend(&info.signature, f, ":dangling;");
-          if (info.refused_reason.empty() && (f == "model.pt" || f == "inputs.pt")) {
-            info.refused_reason = absl::StrCat(f, " is a dangling symlink");
-          }
-          continue;
-        }
-        int64_t mtime_ns = static_cast<int64_t>(fst.st_mtim.tv_sec) * 1000000000 +
-                           fst.st_mtim.tv_nsec;
-        // An unreadable file marks the signature, so that making it readable (chmod changes no
-        // mtime) changes the signature and the version is taken up again.
-        bool readable = ::faccessat(AT_FDCWD, fp.c_str(), R_OK, AT_EACCESS) == 0;
-        int access_errno = readable ? 0 : errno;
-        absl::StrAppend(&info.signature, f, ":", static_cast<int64_t>(fst.st_size), ":",
-                        mtime_ns, readable ? "" : ":unreadable", ";");
-        if (f != "model.pt" && f != "inputs.pt") continue;
-        if (!info.refused_reason.empty()) continue;
-        if (!readable && S_ISREG(fst.st_mode)) {
-          info.refused_reason = absl::StrCat(f, " is not readable (", std::strerror(access_errno), ")");
-        } else if (!InsideRoot(fp)) {
-          info.refused_reason = absl::StrCat(f, " is a symlink leading outside the registry");
-        } else if (!S_ISREG(fst.st_mode)) {
-          info.refused_reason = absl::StrCat(f, " is not a regular file");
-        } else if (options_.max_model_bytes > 0 && fst.st_size > options_.max_model_bytes) {
-          info.refused_reason = absl::StrCat(f, " has ", static_cast<int64_t>(fst.st_size),
-                                             " bytes, above --max_model_bytes=",
-                                             options_.max_model_bytes);
-        }
-      }
-      std::string key = absl::StrCat(model, "/", v);
-      current[key] = info.signature;
-      auto prev = previous_.find(key);
-      if (!info.signature.empty() && prev != previous_.end() && prev->second == info.signature) {
-        settled.push_back(std::move(info));
-      } else {
-        ++snap.unsettled;
-      }
-    }
-    std::sort(settled.begin(), settled.end(),
-              [](const VersionInfo& a, const VersionInfo& b) { return a.version < b.version; });
-    if (!settled.empty()) snap.models[model] = std::move(settled);
+    if (IsModelToScan(model, mdir)) ScanModel(model, mdir, &current, &snap);
   }
   previous_ = std::move(current);
   return snap;

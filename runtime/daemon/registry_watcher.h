@@ -71,6 +71,13 @@ class RegistryWatcher {
   // InsideRoot: `path`, an entry of a directory inside the root, resolves inside the root.
   bool InsideRoot(const std::string& path) const;
   void WarnOnce(const std::string& key, const std::string& message);
+  // The steps of PollOnce (see the .cc).
+  bool IsModelToScan(const std::string& model, const std::string& mdir);
+  bool IsVersionToScan(const std::string& model, const std::string& vname, const std::string& vdir,
+                       int64_t* version);
+  void AddVersionFile(const std::string& vdir, const std::string& f, VersionInfo* info) const;
+  void ScanModel(const std::string& model, const std::string& mdir,
+                 std::map<std::string, std::string>* current, RegistrySnapshot* snap);
 
   WatcherOptions options_;
   std::string canonical_root_;
