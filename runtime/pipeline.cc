@@ -108,6 +108,42 @@ absl::StatusOr<LoadedModel> Load(const PipelineRequest& req) {
   return loaded;
 }
 
+// ---- reuse ----------------------------------------------------------------------------------
+
+// MemoryPolicyKey: the memory policy and its figures, as a reused decision is compared.
+std::string MemoryPolicyKey(const VerdictMargins& m) {
+  return absl::StrCat(MemoryPolicyName(m), ";", MemoryMarginName(m.memory), ";", std::max<int64_t>(m.max_step_bytes, 0));
+}
+
+// WhyNotReusable: what differs between the earlier version's decision and this one ("" when it
+// holds: same architecture fingerprint, rule set, parameter layout, mode and memory policy).
+std::string WhyNotReusable(const PipelineRequest& req, const LoadedModel& loaded, const ReusableDecision& d) {
+  if (d.architecture_fingerprint != loaded.architecture_fingerprint) return "the architecture changed";
+  if (d.rules_fingerprint != req.rules->Fingerprint()) return "the rules changed";
+  if (d.param_layout != ParameterLayoutName(req.param_layout)) return "the parameter layout changed";
+  if (d.mode != ValidationModeName(req.mode)) return "the mode changed";
+  if (d.memory_policy != MemoryPolicyKey(req.margins)) return "the memory policy changed";
+  if (d.status == ReportStatus::kRejected) return "it was rejected";
+  return "";
+}
+
+// Reuse: the rules an earlier version's decision applied (none when it kept the original), where
+// that decision holds for this version; null otherwise, with the reason in `out->reuse_note`.
+std::shared_ptr<const RuleSet> Reuse(const PipelineRequest& req, Outcome* out) {
+  if (!req.reuse || !out->loaded->model.is_module) return nullptr;
+  const ReusableDecision& d = *req.reuse;
+  const std::string why_not = WhyNotReusable(req, *out->loaded, d);
+  if (!why_not.empty()) {
+    out->reuse_note = absl::StrCat("not reused from version ", d.version, ": ", why_not);
+    return nullptr;
+  }
+  out->reused_from = d.version;
+  out->reuse_note = absl::StrCat("reused from version ", d.version,
+                                 ": same architecture fingerprint, rule set, parameter layout, mode and "
+                                 "memory policy");
+  return req.rules->Only(d.status == ReportStatus::kOptimized ? d.rules_applied : std::vector<std::string>{});
+}
+
 // ---- place ----------------------------------------------------------------------------------
 
 // Place: a model that does not run on the GPU (it creates CPU tensors in forward, say) is
@@ -249,10 +285,12 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
   if (!loaded.ok()) return ModelError(PipelineStage::kLoad, "load failure", loaded.status());
   out->loaded = *std::move(loaded);
   out->timings_ms["load"] = MsSince(t0);
+  std::shared_ptr<const RuleSet> reused = Reuse(req, out);
   auto placement = Place(req, *out->loaded);
   if (!placement.ok()) return ModelError(PipelineStage::kPlace, "load failure", placement.status());
   out->placement = *placement;
-  std::shared_ptr<const RuleSet> rules = req.rules;
+  if (reused) out->placement.select = false;  // the earlier version's gate decided
+  std::shared_ptr<const RuleSet> rules = reused ? reused : req.rules;
   if (out->placement.select) {
     auto ts = Clock::now();
     auto sel = Select(req, *out->loaded, out->placement);
@@ -328,6 +366,30 @@ Outcome OptimizeModel(const PipelineRequest& req) {
          /*output=*/false, &out);
   }
   return out;
+}
+
+absl::StatusOr<ReusableDecision> ReusableDecisionFromReport(const nlohmann::json& report, int64_t version) {
+  ReusableDecision d;
+  d.version = version;
+  try {
+    d.architecture_fingerprint = report.at("architecture_fingerprint").get<std::string>();
+    d.rules_fingerprint = report.at("rules_fingerprint").get<std::string>();
+    d.param_layout = report.at("param_layout").get<std::string>();
+    d.mode = report.at("mode").get<std::string>();
+    auto status = ParseReportStatus(report.at("status").get<std::string>());
+    if (!status.ok()) return status.status();
+    d.status = *status;
+    d.reason = report.value("reason", "");
+    for (const auto& [name, n] : report.at("rule_counts").items()) d.rules_applied.push_back(name);
+    const nlohmann::json& policy = report.at("memory_policy");
+    VerdictMargins m;
+    m.memory = report.contains("memory_margin") ? report["memory_margin"].get<double>() : kMemoryPolicyDefault;
+    m.max_step_bytes = policy.value("max_step_bytes", int64_t{-1});
+    d.memory_policy = MemoryPolicyKey(m);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the report of version ", version, " lacks what a reuse needs: ", e.what()));
+  }
+  return d;
 }
 
 }  // namespace sentier

@@ -13,6 +13,7 @@
 //
 // The stages, in order, each a function of its own (pipeline.cc) with a small result type:
 //   load      the archive, its sample inputs, hashes, architecture fingerprint, aten ops before
+//   reuse     an earlier version's decision, where architecture, rules and options are the same
 //   place     the device the job validates and times on (CPU when the model fails on CUDA)
 //   select    the never-slower gate: the rules that pay, timed on the device (CostSelection)
 //   rewrite   canonicalize, rules to a fixpoint, stored stacked parameters (OptimizeGraph)
@@ -36,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "passes/optimizer.h"
 #include "passes/rule_set.h"
 #include "runtime/cost_selection.h"
@@ -45,6 +47,24 @@
 #include "runtime/verdict.h"
 
 namespace sentier {
+
+// ReusableDecision: what an earlier version of the same model was decided with (sentierd: its
+// published report.json). A new version whose architecture fingerprint, rule set and options are
+// the same (weights retrained, the common weekly case) reuses it: no gate, the rules that fired
+// then, validated (and timed on CUDA) once. Anything different: the full search.
+struct ReusableDecision {
+  int64_t version = 0;
+  std::string architecture_fingerprint;
+  std::string rules_fingerprint;
+  std::string param_layout, mode, memory_policy;  // in the report's words
+  ReportStatus status = ReportStatus::kUnchanged;
+  std::vector<std::string> rules_applied;  // the rules that fired (report.json rule_counts)
+  std::string reason;
+};
+
+// ReusableDecisionFromReport: the decision a report.json records; an error where the report
+// lacks what a reuse needs (then the version gets the full search).
+absl::StatusOr<ReusableDecision> ReusableDecisionFromReport(const nlohmann::json& report, int64_t version);
 
 // PipelineRequest: everything one optimization needs; the options that were flags in each tool.
 struct PipelineRequest {
@@ -73,6 +93,7 @@ struct PipelineRequest {
   StepTiming timing = StepTiming::kInterpreter;
   double executor_stall_s = 60.0;
   int max_rounds = 16;
+  std::optional<ReusableDecision> reuse;  // an earlier version's decision, reused where it holds
   // Called after each canonicalization pass and round of rules (sentier_opt --print_ir_after).
   std::function<void(const std::string& pass, const torch::jit::Graph& graph)> after_pass;
 
@@ -95,6 +116,7 @@ enum class DecisionClause {
   kUntimedGrowth,       // nothing timed, and the graph runs more aten ops
   kTimedNotFaster,      // the validated artifact was not faster on the device
   kTimedMoreMemory,     // the validated artifact needed more peak memory
+  kReusedUnchanged,     // an earlier version's decision (unchanged) reused
   kOptimized,           // published optimized
   kFailed,              // rejected, or the output could not be written
 };
@@ -143,6 +165,10 @@ struct Outcome {
   std::optional<LoadedModel> loaded;
   Placement placement;
   std::optional<CostSelection> selection;
+  // The reuse stage: the version whose decision was reused, or why none was (report.json
+  // "decision_reuse").
+  std::optional<int64_t> reused_from;
+  std::string reuse_note;
   std::string memory_hint;  // what the model's owner could allow for every rule (sentier.json)
   // The memory policy's judgement of the figures that decided (the timed artifact's, or the
   // gate's selection), when there were any.

@@ -1,6 +1,7 @@
 // pipeline_decision.cc — the decide stage and the wording of every reason (see the header).
 #include "runtime/pipeline_decision.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -104,6 +105,7 @@ absl::string_view DecisionClauseName(DecisionClause clause) {
     case DecisionClause::kUntimedGrowth: return "untimed_growth";
     case DecisionClause::kTimedNotFaster: return "timed_not_faster";
     case DecisionClause::kTimedMoreMemory: return "timed_more_memory";
+    case DecisionClause::kReusedUnchanged: return "reused_unchanged";
     case DecisionClause::kOptimized: return "optimized";
     case DecisionClause::kFailed: return "failed";
   }
@@ -126,7 +128,27 @@ std::string MemoryHint(const PipelineRequest& req, const Outcome& out) {
       forward, sel.memory_margin_for_all_rules, sel.memory_margin_for_all_rules);
 }
 
+// ReusedReason: an earlier decision's reason, without its own "Decision reused ..." prefix.
+std::string ReusedReason(const std::string& reason) {
+  constexpr absl::string_view kPrefix = "Decision reused from version ";
+  if (!absl::StartsWith(reason, kPrefix)) return reason;
+  const size_t colon = reason.find(": ");
+  return colon == std::string::npos ? reason : reason.substr(colon + 2);
+}
+
 void Decide(const PipelineRequest& req, Outcome* out) {
+  DecideFresh(req, out);
+  if (!out->reused_from) return;
+  const std::string prefix = absl::StrCat("Decision reused from version ", *out->reused_from, ": ");
+  if (out->rewrites == 0 && req.reuse->status != ReportStatus::kOptimized) {
+    out->clause = DecisionClause::kReusedUnchanged;
+    out->reason = prefix + ReusedReason(req.reuse->reason);
+  } else {
+    out->reason = prefix + out->reason;
+  }
+}
+
+void DecideFresh(const PipelineRequest& req, Outcome* out) {
   out->memory_hint = MemoryHint(req, *out);
   if (out->selection) out->memory = GateMemory(*out->selection, out->placement.margins);
   const std::string device(DeviceName(out->placement.device));

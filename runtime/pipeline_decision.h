@@ -18,7 +18,11 @@ namespace sentier {
 // the original: nothing fired (or the gate kept nothing: the gate's clause), the timed artifact
 // was not faster or needed more memory (runtime/verdict.h), or, with nothing timed, the graph
 // runs more aten ops than the original (unless allow_growth).
+// Where an earlier version's decision was reused (outcome.reused_from), the reason says so first.
 void Decide(const PipelineRequest& request, Outcome* outcome);
+
+// DecideFresh: Decide without the reuse's wording.
+void DecideFresh(const PipelineRequest& request, Outcome* outcome);
 
 // Fail: `stage` stopped the pipeline. A rejection's reason is "<what>: <message>"; with
 // `output`, the output could not be written (output_failed: a daemon retries the version).

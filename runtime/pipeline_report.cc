@@ -104,6 +104,10 @@ nlohmann::json BuildReport(const PipelineRequest& req, const Outcome& out, absl:
     }
   }
   AddMemoryPolicy(out, &j);
+  if (!out.reuse_note.empty()) {
+    j["decision_reuse"] = {{"reused", out.reused_from.has_value()}, {"note", out.reuse_note}};
+    if (out.reused_from) j["decision_reuse"]["from_version"] = *out.reused_from;
+  }
   AddOpCounts(out, &j);
   AddValidation(req, out, &j);
   j["status"] = std::string(ReportStatusName(out.status));

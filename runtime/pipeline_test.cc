@@ -194,10 +194,61 @@ TEST(PipelineDecisionTest, TimedVerdictOnTheValidatedArtifact) {
   Outcome slower = timed(4.0, 3.99, 100 << 20, 100 << 20);
   Decide(req, &slower);
   EXPECT_EQ(slower.clause, DecisionClause::kTimedNotFaster);
-  Outcome bigger = timed(4.0, 2.0, 100 << 20, 200 << 20);
+  // The default memory policy: 2x faster may peak at up to 2x the original's, not more.
+  Outcome twice = timed(4.0, 2.0, 100 << 20, 200 << 20);
+  Decide(req, &twice);
+  EXPECT_EQ(twice.clause, DecisionClause::kOptimized);
+  ASSERT_TRUE(twice.memory);
+  EXPECT_EQ(twice.memory->clause, MemoryClause::kTimeMemoryProduct);
+  Outcome bigger = timed(4.0, 2.0, 100 << 20, 250 << 20);
   Decide(req, &bigger);
   EXPECT_EQ(bigger.clause, DecisionClause::kTimedMoreMemory);
   EXPECT_EQ(bigger.status, ReportStatus::kUnchanged);
+  EXPECT_NE(bigger.reason.find("time_memory_product"), std::string::npos) << bigger.reason;
+}
+
+TEST(PipelineDecisionTest, AReusedDecisionSaysFromWhichVersion) {
+  PipelineRequest req;
+  req.reuse.emplace();
+  req.reuse->version = 3;
+  req.reuse->status = ReportStatus::kUnchanged;
+  req.reuse->reason = "Decision reused from version 2: No set of rules made the model faster on cuda.";
+  Outcome kept = Rewritten({10, 100}, {});
+  kept.rewrites = 0;
+  kept.reused_from = 3;
+  Decide(req, &kept);
+  EXPECT_EQ(kept.clause, DecisionClause::kReusedUnchanged);
+  EXPECT_EQ(kept.reason, "Decision reused from version 3: No set of rules made the model faster on cuda.");
+  req.reuse->status = ReportStatus::kOptimized;
+  Outcome again = Rewritten({10, 100}, {8, 80});
+  again.reused_from = 3;
+  Decide(req, &again);
+  EXPECT_EQ(again.status, ReportStatus::kOptimized);
+  EXPECT_EQ(again.reason.rfind("Decision reused from version 3: 3 rewrites applied", 0), 0u) << again.reason;
+}
+
+TEST(PipelineTest, ARetrainedVersionReusesTheDecisionAnotherArchitectureDoesNot) {
+  PipelineRequest first = TowersRequest("towers_v1.pt");
+  Outcome v1 = OptimizeModel(first);
+  ASSERT_EQ(v1.status, ReportStatus::kOptimized) << v1.reason;
+  auto decision = ReusableDecisionFromReport(BuildReport(first, v1, "test"), 1);
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  EXPECT_FALSE(decision->rules_applied.empty());
+  PipelineRequest second = TowersRequest("towers_v2.pt");
+  second.reuse = *decision;
+  Outcome v2 = OptimizeModel(second);
+  EXPECT_EQ(v2.status, ReportStatus::kOptimized) << v2.reason;
+  ASSERT_TRUE(v2.reused_from);
+  EXPECT_EQ(*v2.reused_from, 1);
+  EXPECT_EQ(v2.rewrites, v1.rewrites);
+  EXPECT_EQ(BuildReport(second, v2, "test")["decision_reuse"]["from_version"], 1);
+  PipelineRequest other = TowersRequest("wide_v2.pt");
+  other.model_path = CorpusModel("wide", "scripted.pt");
+  other.inputs_path = CorpusModel("wide", "inputs.pt");
+  other.reuse = *decision;
+  Outcome wide = OptimizeModel(other);
+  EXPECT_FALSE(wide.reused_from);
+  EXPECT_NE(wide.reuse_note.find("the architecture changed"), std::string::npos) << wide.reuse_note;
 }
 
 TEST(PipelineDecisionTest, FailNamesWhatFailed) {

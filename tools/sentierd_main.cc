@@ -84,6 +84,8 @@ DEFINE_string(job_source, "", "(internal)");
 DEFINE_string(job_stage, "", "(internal)");
 DEFINE_string(job_rules, "", "(internal)");
 DEFINE_string(job_device, "cpu", "(internal)");
+DEFINE_string(job_reuse_report, "", "(internal)");
+DEFINE_int64(job_reuse_version, 0, "(internal)");
 
 namespace sentier {
 namespace {
@@ -302,6 +304,8 @@ int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
     spec.mode = *mode;
     spec.timing = *timing;
     spec.executor_stall_s = FLAGS_executor_stall_s;
+    spec.reuse_report = FLAGS_job_reuse_report;
+    spec.reuse_version = FLAGS_job_reuse_version;
     // A timing thread left behind (runtime/progress_deadline.h) ends the job through _exit.
     return FinishProcess(RunOptimizeJob(spec));
   }

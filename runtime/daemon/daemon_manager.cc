@@ -68,7 +68,9 @@ pid_t ExecJobLauncher::Launch(const JobSpec& spec) {
                    RuleSelectionName(spec.select_rules ? RuleSelection::kOn : RuleSelection::kOff)),
       absl::StrCat("--param_layout=", ParameterLayoutName(spec.param_layout)),
       absl::StrCat("--timing=", StepTimingName(spec.timing)),
-      absl::StrCat("--executor_stall_s=", spec.executor_stall_s)};
+      absl::StrCat("--executor_stall_s=", spec.executor_stall_s),
+      absl::StrCat("--job_reuse_report=", spec.reuse_report),
+      absl::StrCat("--job_reuse_version=", spec.reuse_version)};
   const std::string program = program_.empty() ? "/proc/self/exe" : program_;
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -259,6 +261,32 @@ void DaemonManager::UpdateGauges() {
   metrics_.in_flight = static_cast<int64_t>(running_.size());
 }
 
+JobSpec DaemonManager::MakeJobSpec(const VersionInfo& v, const std::string& stage) const {
+  JobSpec spec;
+  spec.model = v.model;
+  spec.version = v.version;
+  spec.source_dir = v.dir;
+  spec.stage_dir = stage;
+  spec.rules_dir = rules_->dir();
+  spec.mode = options_.mode;
+  spec.device = options_.job_device;
+  spec.memory_margin = options_.memory_margin;
+  spec.max_memory_share = options_.max_memory_share;
+  spec.select_rules = options_.select_rules;
+  spec.param_layout = options_.param_layout;
+  spec.timing = options_.timing;
+  spec.executor_stall_s = options_.executor_stall_s;
+  // The decision of the latest earlier version decided under these rules, for the job to reuse
+  // where the architecture and options are the same (runtime/pipeline.h, ReusableDecision).
+  const int64_t previous = state_.PreviousDecided(v.model, v.version, rules_->fingerprint());
+  const std::string report = absl::StrCat(options_.output, "/", v.model, "/", previous, "/report.json");
+  if (previous > 0 && std::filesystem::exists(report)) {
+    spec.reuse_report = report;
+    spec.reuse_version = previous;
+  }
+  return spec;
+}
+
 void DaemonManager::Dispatch(Job job) {
   const VersionInfo& v = job.source;
   {
@@ -278,20 +306,7 @@ void DaemonManager::Dispatch(Job job) {
     return;
   }
   LOG(INFO) << Tag(v.model, v.version) << "job started (" << job.why << ")";
-  JobSpec spec;
-  spec.model = v.model;
-  spec.version = v.version;
-  spec.source_dir = v.dir;
-  spec.stage_dir = *stage;
-  spec.rules_dir = rules_->dir();
-  spec.mode = options_.mode;
-  spec.device = options_.job_device;
-  spec.memory_margin = options_.memory_margin;
-  spec.max_memory_share = options_.max_memory_share;
-  spec.select_rules = options_.select_rules;
-  spec.param_layout = options_.param_layout;
-  spec.timing = options_.timing;
-  spec.executor_stall_s = options_.executor_stall_s;
+  JobSpec spec = MakeJobSpec(v, *stage);
   pid_t pid = launcher_->Launch(spec);
   if (pid < 0) {
     LOG(ERROR) << Tag(v.model, v.version) << "fork failed: " << std::strerror(errno);
@@ -408,8 +423,10 @@ void DaemonManager::CompleteReport(const Job& job, double seconds, nlohmann::jso
 }
 
 // Counts a recorded result in the metrics.
-void DaemonManager::CountPublished(ReportStatus status, double seconds, bool timing_fallback) {
+void DaemonManager::CountPublished(ReportStatus status, const std::string& decision, double seconds,
+                                   bool timing_fallback) {
   std::lock_guard<std::mutex> l(metrics_.mu);
+  ++metrics_.decisions[decision.empty() ? "unknown" : decision];
   if (status == ReportStatus::kOptimized) ++metrics_.optimized;
   else if (status == ReportStatus::kUnchanged) ++metrics_.unchanged;
   else ++metrics_.rejected;
@@ -457,7 +474,7 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   backoff_.erase(job.Key());
   absl::Status saved = state_.Save(state_path_);
   if (!saved.ok()) LOG(ERROR) << "state: " << saved.message();
-  CountPublished(rec.status, seconds, !fallback.empty());
+  CountPublished(rec.status, report.value("decision", ""), seconds, !fallback.empty());
   LOG(INFO) << Tag(v.model, v.version) << "published " << status << ": " << reason << PublishedDetail(report)
             << " in " << static_cast<int64_t>(seconds * 1000) << " ms";
 }

@@ -149,12 +149,13 @@ class DaemonManager {
 
   void Reconcile();
   void Dispatch(Job job);
+  JobSpec MakeJobSpec(const VersionInfo& v, const std::string& stage) const;
   void Finish(Running r, int wait_status);
   void PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
                      double seconds);
   // The steps of PublishResult: the report's header, the metrics of a recorded result.
   void CompleteReport(const Job& job, double seconds, nlohmann::json* report) const;
-  void CountPublished(ReportStatus status, double seconds, bool timing_fallback);
+  void CountPublished(ReportStatus status, const std::string& decision, double seconds, bool timing_fallback);
   double RetryLater(const std::string& key);
   void UpdateGauges();
 

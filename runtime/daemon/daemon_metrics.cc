@@ -22,6 +22,12 @@ std::string DaemonMetrics::Render() {
   counter("sentierd_versions_optimized_total", "Versions published optimized.", optimized);
   counter("sentierd_versions_unchanged_total", "Versions published unchanged.", unchanged);
   counter("sentierd_versions_rejected_total", "Versions rejected.", rejected);
+  absl::StrAppend(&s,
+                  "# HELP sentierd_decisions_total Versions by the clause that decided their status "
+                  "(report.json: decision).\n# TYPE sentierd_decisions_total counter\n");
+  for (const auto& [clause, n] : decisions) {
+    absl::StrAppend(&s, "sentierd_decisions_total{clause=\"", clause, "\"} ", n, "\n");
+  }
   counter("sentierd_timing_fallbacks_total",
           "Versions timed in the interpreter because a step timed with the executor made no "
           "progress (report.json: timing_fallback).",

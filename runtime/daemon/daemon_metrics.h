@@ -10,6 +10,7 @@
 #define SENTIER_RUNTIME_DAEMON_DAEMON_METRICS_H_
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -18,7 +19,10 @@ namespace sentier {
 struct DaemonMetrics {
   std::mutex mu;
   int64_t seen = 0, optimized = 0, unchanged = 0, rejected = 0, output_errors = 0;
-  int64_t timing_fallbacks = 0;  // versions timed in the interpreter after executor timing stalled
+  int64_t timing_fallbacks = 0;
+  // Versions by the clause of the pipeline's decide stage (report.json "decision"): at most the
+  // nine clauses of runtime/pipeline.h, plus "unknown" for a report without one.
+  std::map<std::string, int64_t> decisions;  // versions timed in the interpreter after executor timing stalled
   double job_seconds_sum = 0;
   int64_t job_count = 0;
   int64_t queue_depth = 0, in_flight = 0;

@@ -93,4 +93,16 @@ std::string DaemonState::PreviousArchFp(const std::string& model, int64_t versio
   return "";
 }
 
+int64_t DaemonState::PreviousDecided(const std::string& model, int64_t version,
+                                     const std::string& rules_fp) const {
+  auto m = models_.find(model);
+  if (m == models_.end()) return 0;
+  for (auto it = m->second.rbegin(); it != m->second.rend(); ++it) {
+    const VersionRecord& r = it->second;
+    if (it->first >= version || r.status == ReportStatus::kRejected || r.kept_earlier) continue;
+    return r.rules_fp == rules_fp ? it->first : 0;
+  }
+  return 0;
+}
+
 }  // namespace sentier

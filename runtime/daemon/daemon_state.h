@@ -48,6 +48,9 @@ class DaemonState {
   // PreviousArchFp: the architecture fingerprint of the greatest version below `version` that
   // has one; empty when none.
   std::string PreviousArchFp(const std::string& model, int64_t version) const;
+  // PreviousDecided: the greatest version below `version` published optimized or unchanged under
+  // the rules `rules_fp`; 0 when none.
+  int64_t PreviousDecided(const std::string& model, int64_t version, const std::string& rules_fp) const;
 
   const std::map<std::string, std::map<int64_t, VersionRecord>>& models() const {
     return models_;

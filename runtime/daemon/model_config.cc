@@ -40,8 +40,8 @@ absl::Status ApplyModelConfigJson(absl::string_view json_text, ModelConfig* conf
       // JSON has no NaN or infinity; a number is finite here.
       if (!value.is_number() && value != "auto") {
         return absl::InvalidArgumentError(absl::StrCat(
-            "memory_margin must be \"auto\" or a number (0.5: 50% more peak memory allowed; "
-            "negative: not weighed), not ",
+            "memory_margin must be a number (0.5: 50% more peak memory allowed; negative: not "
+            "weighed) or \"auto\" (the default memory policy), not ",
             value.dump()));
       }
       updated.memory_margin = value.is_number() ? value.get<double>() : kMemoryPolicyDefault;

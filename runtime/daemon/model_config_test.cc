@@ -1,5 +1,7 @@
 // model_config_test.cc — REG/<model>/sentier.json: keys override the daemon's flags one by one,
 // and a bad file changes nothing and says which key and value were wrong.
+#include <cmath>
+
 #include "runtime/daemon/model_config.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +36,16 @@ TEST(ModelConfigTest, KeysOverrideDefaultsAndOthersStay) {
   EXPECT_EQ(config.mode, ValidationMode::kInference);
 }
 
+TEST(ModelConfigTest, MemoryPolicyKeys) {
+  ModelConfig config;
+  EXPECT_TRUE(std::isnan(config.memory_margin));  // the default policy
+  ASSERT_TRUE(ApplyModelConfigJson(R"({"memory_margin": 0.5})", &config).ok());
+  EXPECT_DOUBLE_EQ(config.memory_margin, 0.5);
+  ASSERT_TRUE(ApplyModelConfigJson(R"({"memory_margin": "auto", "max_step_memory_mib": 2048})", &config).ok());
+  EXPECT_TRUE(std::isnan(config.memory_margin));
+  EXPECT_DOUBLE_EQ(config.max_step_memory_mib, 2048.0);
+}
+
 void ExpectRejected(const char* text, const std::string& fragment) {
   ModelConfig config;
   config.memory_margin = 0.25;
@@ -59,6 +71,8 @@ TEST(ModelConfigTest, BadFilesAreRejectedWithTheReason) {
   ExpectRejected(R"(["stacked"])", "not a JSON object");
   ExpectRejected(R"({"param_layout": )", "not valid JSON");
   ExpectRejected("", "not valid JSON");
+  ExpectRejected(R"({"max_step_memory_mib": 0})", "max_step_memory_mib must be a positive number");
+  ExpectRejected(R"({"max_step_memory_mib": "8G"})", "max_step_memory_mib must be a positive number");
 }
 
 }  // namespace

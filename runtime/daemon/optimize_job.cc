@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <glog/logging.h>
@@ -66,6 +67,22 @@ absl::StatusOr<ModelConfig> ModelOptions(const JobSpec& spec) {
   return config;
 }
 
+// EarlierDecision: the decision of the earlier version the daemon named, when its report can be
+// read (otherwise the version gets the full search, and the log says why).
+std::optional<ReusableDecision> EarlierDecision(const JobSpec& spec) {
+  if (spec.reuse_report.empty()) return std::nullopt;
+  auto text = ReadFile(spec.reuse_report);
+  nlohmann::json report = text.ok() ? nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false)
+                                    : nlohmann::json();
+  auto decision = report.is_object() ? ReusableDecisionFromReport(report, spec.reuse_version)
+                                     : absl::InvalidArgumentError(absl::StrCat("cannot read ", spec.reuse_report));
+  if (!decision.ok()) {
+    LOG(WARNING) << Tag(spec) << "no decision to reuse: " << decision.status().message();
+    return std::nullopt;
+  }
+  return *decision;
+}
+
 PipelineRequest JobRequest(const JobSpec& spec, const ModelConfig& config,
                            std::shared_ptr<const RuleSet> rules) {
   PipelineRequest req;
@@ -85,6 +102,7 @@ PipelineRequest JobRequest(const JobSpec& spec, const ModelConfig& config,
   req.executor_stall_s = spec.executor_stall_s;
   req.artifact_path = spec.stage_dir + "/model.pt";
   req.validate = true;
+  req.reuse = EarlierDecision(spec);
   return req;
 }
 

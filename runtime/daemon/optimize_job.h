@@ -46,6 +46,10 @@ struct JobSpec {
   // long a step timed with the executor may go without finishing (CheckOptions::executor_stall_s).
   StepTiming timing = StepTiming::kInterpreter;
   double executor_stall_s = 60.0;
+  // The published report.json of the latest earlier version decided under the same rules (empty:
+  // none): its decision is reused where the architecture and options are the same.
+  std::string reuse_report;
+  int64_t reuse_version = 0;
 };
 
 // kJobExitOutputFailed: the job's exit status when it could not write its output (model.pt or

@@ -91,6 +91,20 @@ def cases(G):
     out.append(("silu and gelu chain",
                 "def f(x, w, b):\n    return torch.nn.functional.gelu(torch.nn.functional.silu(x * w) + b)",
                 lambda B, H, G: [(G, B, H), (G, 1, H), (G, 1, H)]))
+    # A highway layer's gate mix as users write it, and the forms Sentier's rules give it: the
+    # fused forms (addcmul, rsub, lerp) against the spelled-out chain.
+    lin = "    g = torch.sigmoid(torch.nn.functional.linear(x, w, b))\n"
+    hw = lambda B, H, G: [(B, H), (H, H), (H,)]  # noqa: E731
+    out.append(("highway mix, as written", "def f(x, w, b):\n" + lin +
+                "    return g * x + (1 - g) * x * 0.5", hw))
+    out.append(("highway mix, rsub", "def f(x, w, b):\n" + lin +
+                "    return g * x + torch.rsub(g, 1) * x * 0.5", hw))
+    out.append(("highway mix, addcmul", "def f(x, w, b):\n" + lin +
+                "    return torch.addcmul((1 - g) * x * 0.5, g, x)", hw))
+    out.append(("highway mix, addcmul of rsub", "def f(x, w, b):\n" + lin +
+                "    return torch.addcmul(torch.rsub(g, 1) * x * 0.5, g, x)", hw))
+    out.append(("highway mix, lerp", "def f(x, w, b):\n" + lin +
+                "    return torch.lerp(x * 0.5, x, g)", hw))
     return out
 
 
@@ -190,6 +204,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--markdown", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--cases", default="", help="only cases whose name contains this text")
     args = ap.parse_args()
     head = "torch %s, device %s%s, batch %d, hidden %d, %d members; executor defaults" % (
         torch.__version__, args.device,
@@ -201,6 +216,8 @@ def main():
              "|---|---|---|---|---|---|"]
     rows = []
     for name, src, shapes in cases(args.members):
+        if args.cases and args.cases not in name:
+            continue
         try:
             r = run_case(name, src, shapes, args)
         except Exception as e:  # noqa: BLE001 - a case this torch cannot run is a row, not a stop

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# defaults_on_gpu.sh — on the GPU machine, after tools/gpu/build_and_test.sh built build/cmake:
+# what sentierd's defaults publish (no flags but --device=cuda), then weekly versions: every
+# model again as version 2 with other weights (the same architecture), whose decision is reused.
+#
+#   tools/gpu/defaults_on_gpu.sh [--batch=4096] [--models=a,b] [--corpus=towers,highway]
+#
+# The registry: example models (tools/make_example_model: feature_towers = 8 towers,
+# feature_towers_64 = 64 towers, same_input_linears, highway) and corpus models (torch2.11
+# archives, inputs at --batch). Version 2 of an example model is the same model with another
+# seed; of a corpus model, the same archive (weights unchanged). Writes to ${OUT:-build}:
+# defaults-sentierd-{1,2}.log, defaults.md (status, decision, memory clause, step times and peaks,
+# kernels, job times of both versions).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-build}"
+batch=4096
+models=feature_towers,feature_towers_64,same_input_linears,highway
+corpus=towers,highway,list_input
+for a in "$@"; do
+  case "$a" in
+    --batch=*) batch="${a#--batch=}" ;;
+    --models=*) models="${a#--models=}" ;;
+    --corpus=*) corpus="${a#--corpus=}" ;;
+    *) echo "defaults_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+[[ -x build/cmake/sentierd ]] || tools/gpu/build_and_test.sh --build_only || exit 1
+work=build/defaults-gpu
+rm -rf "$work"; mkdir -p "$work/reg" "$work/inputs" "$out"
+stage() {  # stage VERSION: every model as that version
+  local v=$1
+  for m in ${models//,/ }; do
+    mkdir -p "$work/reg/$m/tmp-$v"
+    build/cmake/make_example_model --model="$m" --seed="$v" --batch="$batch" \
+      --out_model="$work/reg/$m/tmp-$v/model.pt" --out_inputs="$work/reg/$m/tmp-$v/inputs.pt" || exit 1
+    mv "$work/reg/$m/tmp-$v" "$work/reg/$m/$v"
+  done
+  for m in ${corpus//,/ }; do
+    [[ -f "$work/inputs/$m/inputs.pt" ]] || continue
+    mkdir -p "$work/reg/corpus_$m/tmp-$v"
+    cp "testdata/models/torch2.11/$m/scripted.pt" "$work/reg/corpus_$m/tmp-$v/model.pt"
+    cp "$work/inputs/$m/inputs.pt" "$work/reg/corpus_$m/tmp-$v/inputs.pt"
+    mv "$work/reg/corpus_$m/tmp-$v" "$work/reg/corpus_$m/$v"
+  done
+}
+if [[ -n "$corpus" ]]; then
+  python3 testdata/models/make_corpus.py --out "$work/inputs" --batch "$batch" --inputs_only \
+    --models "$corpus" >"$out/defaults-inputs.log" 2>&1 || { tail -20 "$out/defaults-inputs.log"; exit 1; }
+fi
+for v in 1 2; do
+  stage "$v"
+  start=$(date +%s)
+  SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
+    --output="$work/out" --device=cuda --rules="$PWD/patterns" >"$out/defaults-sentierd-$v.log" 2>&1
+  echo "version $v: sentierd exit $? in $(( $(date +%s) - start )) s"
+done
+python3 - "$work/out" "$out/defaults.md" <<'PY'
+import glob, json, os, sys
+root, md = sys.argv[1], sys.argv[2]
+rows = ["| model | v | status | decision | memory clause | step ms ref -> cand | peak MiB ref -> cand | kernels/step ref -> cand | job s | reuse |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
+for rep in sorted(glob.glob(os.path.join(root, "*", "*", "report.json"))):
+    r = json.load(open(rep))
+    m, v = rep.split(os.sep)[-3:-1]
+    val = r.get("validation", {})
+    ms = val.get("training_step_ms", {})
+    pk = val.get("training_step_peak_bytes", {})
+    kn = val.get("cuda_kernels_per_training_step", {})
+    sel = r.get("selection", {})
+    if not ms and sel:
+        ms = {"reference": sel.get("original_ms"), "candidate": sel.get("optimized_ms")}
+        pk = {"reference": sel.get("original_peak_bytes"), "candidate": sel.get("optimized_peak_bytes")}
+    f = lambda d, k, s=1.0: ("%.2f" % (d[k] / s)) if isinstance(d.get(k), (int, float)) and d.get(k) >= 0 else "-"
+    job_s = sum(r.get("timings_ms", {}).get(k, 0) for k in ("load", "select", "optimize", "save", "validate")) / 1000
+    rows.append("| %s | %s | %s | %s | %s | %s -> %s | %s -> %s | %s -> %s | %.1f | %s |" % (
+        m, v, r.get("status"), r.get("decision"), r.get("memory_policy", {}).get("clause", "-"),
+        f(ms, "reference"), f(ms, "candidate"), f(pk, "reference", 1048576), f(pk, "candidate", 1048576),
+        kn.get("reference", "-"), kn.get("candidate", "-"), job_s,
+        r.get("decision_reuse", {}).get("note", "-")[:60]))
+    print("%s/%s: %s" % (m, v, r.get("reason", "")[:300]))
+open(md, "w").write("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY

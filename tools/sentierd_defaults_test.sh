@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# sentierd_defaults_test.sh — what a user gets from sentierd without flags, on the CPU at a
+# launch-bound batch (32): the corpus towers model (64 per-feature towers), an 8-tower model and
+# ten linears on one input are published optimized, by the defaults and with the gate on (its
+# default memory policy: time x peak memory may not grow); every report states the policy and
+# the clause that decided. Then weekly versions: a retrained version (same architecture, other
+# weights) reuses the earlier decision (no gate; the report says from which version and why),
+# and a version of another architecture gets the full search.
+set -u
+RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/sentierd_defaults_test.runfiles}/sentier"
+source "$RUN/tools/sentierd_test_lib.sh"
+SCHEMA="$RUN/runtime/report_schema.json"
+T="${TEST_TMPDIR:-$(mktemp -d)}/defaults"
+rm -rf "$T"; mkdir -p "$T"
+key() { grep -o "\"$2\": [^,}]*" "$1" | head -1 | cut -d' ' -f2- | tr -d '"'; }
+stage() {  # stage REG MODEL VERSION EXAMPLE SEED: an example model at batch 32
+  mkdir -p "$1/$2/tmp-$3"
+  "$MAKE" --model="$4" --seed="$5" --batch=32 --out_model="$1/$2/tmp-$3/model.pt" \
+    --out_inputs="$1/$2/tmp-$3/inputs.pt" || { echo "cannot make model"; exit 1; }
+  mv "$1/$2/tmp-$3" "$1/$2/$3"
+}
+registry() {  # registry REG: the three models as version 1
+  mkdir -p "$1/towers/tmp-1"
+  cp "$RUN/testdata/models/torch1.13/towers/scripted.pt" "$1/towers/tmp-1/model.pt"
+  cp "$RUN/testdata/models/torch1.13/towers/inputs.pt" "$1/towers/tmp-1/inputs.pt"
+  mv "$1/towers/tmp-1" "$1/towers/1"
+  stage "$1" towers8 1 feature_towers 1
+  stage "$1" linears 1 same_input_linears 1
+}
+expect_optimized() {  # expect_optimized OUT WHAT
+  for m in towers towers8 linears; do
+    rep="$1/$m/1/report.json"
+    if [[ "$(status_of "$rep")" == optimized && "$(key "$rep" decision)" == optimized ]]; then
+      ok "$2: $m optimized ($(key "$rep" aten_ops_per_forward_before) -> $(key "$rep" aten_ops_per_forward_after) aten ops)"
+    else
+      fail "$2: $m: $(status_of "$rep"): $(key "$rep" reason)"
+    fi
+    "$RUN/tools/check_report" --schema="$SCHEMA" "$rep" >/dev/null || fail "$2: $m report schema"
+  done
+}
+
+# 1. sentierd's defaults (no flags but where to read and write).
+registry "$T/reg1"
+"$D" --once --registry="$T/reg1" --output="$T/out1" --poll_interval_ms=50 >"$T/log1" 2>&1 \
+  || { fail "defaults: exit $?"; tail -20 "$T/log1"; }
+expect_optimized "$T/out1" defaults
+
+# 2. The gate on, with its default memory policy.
+registry "$T/reg2"
+"$D" --once --registry="$T/reg2" --output="$T/out2" --select_rules=on --poll_interval_ms=50 >"$T/log2" 2>&1 \
+  || { fail "gate: exit $?"; tail -20 "$T/log2"; }
+expect_optimized "$T/out2" gate
+grep -q '"policy": "time_memory_product+device_share"' "$T/out2/towers8/1/report.json" \
+  && ok "the report states the memory policy" || fail "no memory_policy in $(cat "$T/out2/towers8/1/report.json")"
+grep -q '"clause": "[a-z_]*"' "$T/out2/towers8/1/report.json" \
+  && ok "the report names the clause that bounded the peak" || fail "no memory clause"
+
+# 3. Weekly versions under the same rules: towers8/2 retrained (other weights), linears/2 another
+# architecture. The first reuses version 1's decision, the second is searched again.
+stage "$T/reg2" towers8 2 feature_towers 7
+stage "$T/reg2" linears 2 split_linears 1
+"$D" --once --registry="$T/reg2" --output="$T/out2" --select_rules=on --poll_interval_ms=50 >"$T/log3" 2>&1 \
+  || { fail "weekly: exit $?"; tail -20 "$T/log3"; }
+rep="$T/out2/towers8/2/report.json"
+if grep -q '"from_version": 1' "$rep" && grep -q '"reused": true' "$rep" &&
+   grep -q '"reason": "Decision reused from version 1' "$rep" && ! grep -q '"selection"' "$rep" &&
+   [[ "$(status_of "$rep")" == optimized ]]; then
+  ok "towers8/2 reused version 1's decision without the gate: $(key "$rep" note)"
+else
+  fail "towers8/2 did not reuse: $(cat "$rep")"
+fi
+rep="$T/out2/linears/2/report.json"
+grep -q '"reused": false' "$rep" && grep -q 'the architecture changed' "$rep" && grep -q '"selection"' "$rep" \
+  && ok "linears/2 (another architecture) searched again" || fail "linears/2: $(cat "$rep")"
+for rep in "$T"/out2/*/2/report.json; do
+  "$RUN/tools/check_report" --schema="$SCHEMA" "$rep" >/dev/null || fail "schema: $rep"
+done
+echo "sentierd_defaults_test: $passes passed, $fails failed"
+[[ $fails == 0 ]]
