@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace sentier {
 namespace {
 
@@ -128,6 +130,102 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  "
                 "rewrite\n    %a, %b = each aten::neg(%x)\n    replace %y with %a\nend\n",
                 "bad.rules:7:14: each defines one sequence, not several names"}));
+
+// Errors of each part: whole-rule checks, pattern lines, expressions, rewrite statements.
+constexpr char kHead[] = "rule r\n  family f\n  description d\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    PartErrors, RuleParserErrorTest,
+    ::testing::Values(
+        BadCase{"rule r\n  family f\n  description d\n  group\n    %y = aten::relu(%x)\n"
+                "    foreach %e in %p...:\n      %e = aten::neg(%x)\n  key\n    1\n  rewrite\n"
+                "    replace %y... with %x...\nend\n",
+                "bad.rules:1:1: group rule 'r' cannot use 'foreach'"},
+        BadCase{"rule r\n  family f\n  description d\n  min_group 5\n  max_group 3\n  group\n"
+                "    %y = aten::relu(%x)\n  key\n    1\n  rewrite\n    replace %y... with %x...\n"
+                "end\n",
+                "bad.rules:1:1: rule 'r': min_group > max_group"},
+        BadCase{"rule r\n  min_group 0\n", "bad.rules:2:13: 'min_group' needs a positive integer"},
+        BadCase{"rule r\n  family f\nrule q\n", "bad.rules:3:1: rule 'r' (line 1) is missing 'end' "
+                                              "before the next rule"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %a, %b = prim::ListUnpack(%l)"
+                " @ $k\n  rewrite\n    replace %a with %b\nend\n",
+                "bad.rules:5:5: '@ $k' needs exactly one non-variadic output"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %a..., %b = "
+                "prim::ListUnpack(%l)\n  rewrite\n    replace %a with %b\nend\n",
+                "bad.rules:5:5: only the last output may be variadic"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x, 1 + 2)\n"
+                "  rewrite\n    replace %y with %x\nend\n",
+                "bad.rules:5:25: pattern inputs are %value, $const, _, or a literal constant"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu($x...)\n",
+                "bad.rules:5:21: constant captures cannot be variadic in a pattern"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %l = prim::ListConstruct(%p...)"
+                "\n    foreach %e in %p...:\n      %e = aten::relu(%n)\n    %z = aten::cat(%l, 0)\n"
+                "  rewrite\n    replace %z with %l\nend\n",
+                "bad.rules:8:26: pattern lines after a 'foreach' block must be indented under it"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    foreach %e in %p:\n",
+                "bad.rules:5:19: expected a sequence capture (%xs...), found '%p'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  where\n"
+                "    99999999999999999999 > 1\n",
+                "bad.rules:7:5: bad integer '99999999999999999999'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  where\n"
+                "    x > 1\n",
+                "bad.rules:7:5: unknown name 'x' (captures start with % or $; functions need ())"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  where\n"
+                "    len(%x...) >\n",
+                "bad.rules:7:17: expected an expression, found end of line"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  rewrite\n"
+                "    %a..., %b = aten::sort(%x)\n",
+                "bad.rules:7:5: an operator's outputs are named one by one: drop the '...'"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  rewrite\n"
+                "    call fold(a=1)\n",
+                "bad.rules:7:15: keyword arguments are for operators only"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  rewrite\n"
+                "    %z = aten::add(%x, alpha=1, %x)\n",
+                "bad.rules:7:33: a positional argument cannot follow a keyword argument"},
+        BadCase{"rule r\n  family f\n  description d\n  match\n    %y = aten::relu(%x)\n  rewrite\n"
+                "    %z = relu(%x)\n",
+                "bad.rules:7:10: expected an operator such as aten::slice, found 'relu'"}));
+
+// Expressions: unary, postfix index, calls, lists and their locations.
+TEST(RuleParserTest, ParsesExpressionForms) {
+  auto e = ParseExpression("not -$a[0] % 2 == len(%x..., [1, -2.5]) or None", "e.rules", 4);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->text, "or");
+  const Expr& eq = *(*e)->args[0]->args[0];  // not (... == ...)
+  EXPECT_EQ(eq.text, "==");
+  EXPECT_EQ(eq.args[0]->text, "%");
+  const Expr& neg = *eq.args[0]->args[0];
+  EXPECT_EQ(neg.kind, Expr::Kind::kUnary);
+  EXPECT_EQ(neg.args[0]->kind, Expr::Kind::kIndex);
+  EXPECT_EQ(neg.args[0]->loc.ToString(), "e.rules:4:8");
+  const Expr& call = *eq.args[1];
+  EXPECT_EQ(call.kind, Expr::Kind::kCall);
+  ASSERT_EQ(call.args.size(), 2u);
+  EXPECT_TRUE(call.args[0]->variadic);
+  EXPECT_EQ(call.args[1]->kind, Expr::Kind::kList);
+  EXPECT_EQ(call.args[1]->loc.ToString(), "e.rules:4:30");
+  EXPECT_EQ((*e)->args[1]->kind, Expr::Kind::kNone);
+  auto bad = ParseExpression("1 < 2 < 3", "e.rules", 2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "e.rules:2:7: unexpected text, found '<'");
+}
+
+// Pattern literals and the `call` statement.
+TEST(RuleParserTest, ParsesLiteralInputsAndCall) {
+  auto rules = ParseRules(absl::StrCat(kHead,
+                                       "  match\n    %y = aten::relu(%x, -1, [1, None], \"s\")\n"
+                                       "  rewrite\n    call fold(%x, 1)\n    replace %y with %x\n"
+                                       "end\n"),
+                          "t.rules");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  const Rule& r = (*rules)[0];
+  ASSERT_EQ(r.match[0].args.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(r.match[0].args[i].kind, PatternArg::Kind::kLiteral);
+  EXPECT_EQ(r.rewrite[0].kind, RewriteStmt::Kind::kCall);
+  EXPECT_EQ(r.rewrite[0].op, "fold");
+  EXPECT_EQ(r.rewrite[0].args.size(), 2u);
+}
 
 // `%a, _, %c = op(...)`: one name or `_` per output of a many-output operator.
 TEST(RuleParserTest, ParsesManyOutputInsert) {
