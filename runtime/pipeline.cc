@@ -237,7 +237,9 @@ CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
   check.device = out.placement.device;
   check.inference = req.mode != ValidationMode::kTraining;
   check.training = IsTrainingStep(req.mode);
-  check.trials = req.validation_trials;
+  // A reused decision is validated on the samples and at twice their batch (one trial); a fresh
+  // one on a random draw as well.
+  check.trials = out.reused_from ? 1 : req.validation_trials;
   check.time = out.placement.timed;
   check.timing = out.selection ? out.selection->timing : req.timing;
   check.executor_stall_s = req.executor_stall_s;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# opt_ab.sh — on the GPU machine, after tools/gpu/build_and_test.sh built build/cmake: what
+# `sentier_opt` with its default settings (every rule, no gate) does to a model's speed on CUDA,
+# as users run artifacts (tools/gpu/ab_time.py: executor defaults, A/B alternated), forward and
+# training step. Models: corpus models (torch2.11 archives, inputs at --batch) and example models
+# (tools/make_example_model, e.g. highway: 20 layers, g * x + (1 - g) * x * 0.5).
+#
+#   tools/gpu/opt_ab.sh [--batch=4096] [--corpus=highway,towers] [--examples=highway]
+#                       [--rounds=6] [--steps=10]
+#
+# Writes ${OUT:-build}/opt-ab.md (one row per model: aten ops, forward and training-step
+# speed-ups, median and range over the rounds).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-build}"
+batch=4096; corpus=highway,towers,wide,mmoe,dlrm; examples=highway; rounds=6; steps=10
+for a in "$@"; do
+  case "$a" in
+    --batch=*) batch="${a#--batch=}" ;;
+    --corpus=*) corpus="${a#--corpus=}" ;;
+    --examples=*) examples="${a#--examples=}" ;;
+    --rounds=*) rounds="${a#--rounds=}" ;;
+    --steps=*) steps="${a#--steps=}" ;;
+    *) echo "opt_ab: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+[[ -x build/cmake/sentier_opt ]] || tools/gpu/build_and_test.sh --build_only || exit 1
+work=build/opt-ab; rm -rf "$work"; mkdir -p "$work/inputs" "$out"
+[[ -z "$corpus" ]] || python3 testdata/models/make_corpus.py --out "$work/inputs" --batch "$batch" \
+  --inputs_only --models "$corpus" >"$work/inputs.log" 2>&1 || { tail -5 "$work/inputs.log"; exit 1; }
+rows="| model | sentier_opt (aten ops per forward) | forward speed-up | training-step speed-up |
+|---|---|---|---|"
+ab() {  # ab NAME ORIGINAL INPUTS
+  local name=$1 a=$2 in=$3 b="$work/$1.opt.pt" line fwd train
+  line=$(SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentier_opt --input="$a" --inputs="$in" \
+    --output="$b" 2>&1 | grep -o "aten ops per forward.*\|unchanged.*" | head -1)
+  fwd=$(timeout 120 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" --infer \
+    --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
+  train=$(timeout 150 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" \
+    --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
+  rows="$rows
+| $name | ${line:-?} | ${fwd:-no result} | ${train:-no result} |"
+  echo "$name: $line; forward ${fwd:-?}; training ${train:-?}"
+}
+for m in ${examples//,/ }; do
+  build/cmake/make_example_model --model="$m" --batch="$batch" --out_model="$work/ex_$m.pt" \
+    --out_inputs="$work/ex_$m.inputs.pt" || exit 1
+  ab "example $m" "$work/ex_$m.pt" "$work/ex_$m.inputs.pt"
+done
+for m in ${corpus//,/ }; do
+  ab "corpus $m" "testdata/models/torch2.11/$m/scripted.pt" "$work/inputs/$m/inputs.pt"
+done
+printf '%s\n' "$rows" | tee "$out/opt-ab.md"
