@@ -4,7 +4,8 @@
 //   sentierd --registry=REG --output=OUT [--rules=PATH[,PATH...]] [--poll_interval_ms=2000]
 //            [--once] [--workers=1] [--device=auto|cpu|cuda] [--mode=inference|training|both]
 //            [--job_timeout_s=600] [--metrics_port=0] [--shard=i/n] [--max_model_bytes=N]
-//            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=0.01]
+//            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=auto]
+//            [--max_memory_share=0.5]
 //            [--param_layout=original|stacked] [--timing=auto|interpreter|executor]
 //            [--executor_stall_s=60] [--job_command=PROGRAM]
 //
@@ -18,7 +19,7 @@
 // Registry (read-only): REG/<model>/<version>/{model.pt,inputs.pt}; see
 // runtime/daemon/registry_watcher.h for names, settling and refusals. An optional
 // REG/<model>/sentier.json sets per-model options over the flags: {"param_layout": "stacked",
-// "memory_margin": 0.5, "mode": "training", "timing": "executor"}
+// "memory_margin": 0.5, "max_step_memory_mib": 2048, "mode": "training", "timing": "executor"}
 // (runtime/daemon/model_config.h); any other key or value rejects the model's versions with the
 // reason.
 // Output: OUT/<model>/<version>/{model.pt,report.json} (no model.pt when rejected),
@@ -30,7 +31,8 @@
 //   0  --once pass completed (whatever the outcomes), or stopped by SIGTERM/SIGINT
 //   1  internal error
 //   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--mode/--device/
-//      --select_rules/--param_layout/--timing/--executor_stall_s/--workers/--poll_interval_ms,
+//      --select_rules/--param_layout/--timing/--executor_stall_s/--workers/--poll_interval_ms/
+//      --memory_margin/--max_memory_share,
 //      --device=cuda on a build without CUDA, or
 //      the rule set fails to load at start-up (there is no previous good rule set)
 //   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd")
@@ -53,18 +55,23 @@
 //   rules: <file>:<line>:<col>: <message>; keeping the previous rule set <fp>
 //   rules: loaded N rules, fingerprint <fp>
 //   state: corrupt state file '<path>': …; rebuilding from published reports
-// Job reasons (report.json "reason"): "load failure: …" (names the file), "validation failure
-// on sample_inputs|random_inputs (outputs|outputs and gradients): …", "optimizer error: …",
+// Job reasons (report.json "reason"; "decision" names the clause, runtime/pipeline.h): "load
+// failure: …" (names the file), "validation failure on cpu|cuda: …", "optimizer error: …",
 // "crash: …", "job process crashed …", "timed out after N s", "rule selection failed: …",
-// "refused: …", "bad sentier.json: …"; unchanged (original published): "No rule applied …", "No set of rules made the
-// model faster on cuda[ within the peak-memory bound] …", "The optimized model was not faster on
-// the GPU …", "The optimized model needed more peak GPU memory …".
+// "refused: …", "bad sentier.json: …"; unchanged (original published): "The rules found nothing
+// to rewrite: no rule applied …", "No set of rules made the model faster on cuda[ within the
+// peak-memory bound] …", "Every set of rules that changes the model needed more peak memory …",
+// "The selection's gain was not confirmed …", "The optimized model was not faster on the GPU
+// …", "The optimized model needed more peak GPU memory than the memory policy allows …", "The
+// optimized graph runs more aten ops per …"; a reused decision's reason starts "Decision reused
+// from version N: " (runtime/pipeline_decision.cc words them all).
 // At the end of --once, one line per model on stdout:
 //   sentierd: <model>: v1 optimized, v2 unchanged, …; latest v2 (architecture changed)
 //
 // Hidden flags (job child): --job --job_model --job_version --job_source --job_stage
-// --job_rules --job_device (and --mode, --select_rules=on|off, --memory_margin,
-// --param_layout). --job_command=PROGRAM runs each job as PROGRAM with those flags instead of
+// --job_rules --job_device --job_reuse_report --job_reuse_version (and --mode,
+// --select_rules=on|off, --memory_margin, --max_memory_share, --param_layout, --timing,
+// --executor_stall_s). --job_command=PROGRAM runs each job as PROGRAM with those flags instead of
 // this binary (a wrapper that sets limits, or injects faults in tests, then execs sentierd; see
 // ExecJobLauncher in runtime/daemon/daemon_manager.h).
 //
