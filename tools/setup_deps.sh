@@ -21,6 +21,9 @@ PACKAGES=(
   libcpp-httplib-dev
   libssl-dev
   libtcmalloc-minimal4   # gperftools' tcmalloc, linked by the optimizing binaries
+  prometheus-cpp-dev     # sentierd's /metrics (prometheus-cpp core)
+  prometheus             # the real scraper of the metrics test
+  python3-yaml           # the deployment manifests' test
 )
 if [[ "${1:-}" == "--with-clang" ]]; then
   PACKAGES+=(clang-14 libclang-rt-14-dev)   # for bazel build --config=fuzz
