@@ -140,6 +140,9 @@ kill -0 $PID 2>/dev/null || fail "daemon died on broken rules"
 # 7. Second daemon on the same output: exit 3.
 "$D" --registry="$R" --output="$O" --rules="$RULES" --once >"$T/second.txt" 2>&1
 [[ $? == 3 ]] && grep -q 'locked by another sentierd' "$T/second.txt" && ok "second daemon -> 3" || { fail "second daemon"; cat "$T/second.txt"; }
+# ... also with its endpoints up when the lock is found: they close, the exit is 3.
+timeout 60 "$D" --registry="$R" --output="$O" --rules="$RULES" --once --metrics_port=$((PORT + 1)) >"$T/second.txt" 2>&1
+[[ $? == 3 ]] && ok "second daemon with --metrics_port -> 3" || { fail "second daemon with --metrics_port"; cat "$T/second.txt"; }
 
 # 8. SIGTERM: exit 0, no temp dirs.
 put "$R" towers 3 towers 5

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -259,6 +260,11 @@ class MetricsServer {
                                err != 0 ? std::strerror(err) : "the address cannot be bound"));
     }
     thread_ = std::thread([this] { server_->listen_after_bind(); });
+    // cpp-httplib's stop() does nothing before the listening loop runs (and join would wait for
+    // ever): wait until it does (bounded; it starts at once).
+    for (int i = 0; i < 10000 && !server_->is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     LOG(INFO) << "metrics: serving /metrics, /healthz and /readyz on " << where;
     return kOk;
 #else
