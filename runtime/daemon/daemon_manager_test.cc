@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -244,6 +245,25 @@ TEST_F(DaemonManagerTest, SecondManagerOnOneOutputIsRefused) {
   absl::Status st = second.Start();
   EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
   EXPECT_TRUE(absl::StrContains(st.message(), "is locked by another sentierd")) << st;
+}
+
+// /readyz: ready once the rules are loaded and a poll has succeeded; a failed poll does not move
+// the last successful poll's time.
+TEST_F(DaemonManagerTest, ReadyAfterRulesAndASuccessfulPoll) {
+  DaemonManager m(options_);
+  EXPECT_TRUE(absl::StrContains(m.metrics().NotReadyReason(), "no rule set"));
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_TRUE(absl::StrContains(m.metrics().NotReadyReason(), "not been polled"));
+  fs::rename(root_ / "reg", root_ / "reg-away");
+  EXPECT_FALSE(m.PollAndPlan().ok());
+  EXPECT_NE(m.metrics().NotReadyReason(), "");
+  EXPECT_EQ(m.metrics().last_successful_poll(), 0);
+  fs::rename(root_ / "reg-away", root_ / "reg");
+  const int64_t before = static_cast<int64_t>(::time(nullptr));
+  ASSERT_TRUE(m.PollAndPlan().ok());
+  EXPECT_EQ(m.metrics().NotReadyReason(), "");
+  EXPECT_GE(m.metrics().last_successful_poll(), before);
+  EXPECT_LE(m.metrics().last_successful_poll(), static_cast<int64_t>(::time(nullptr)));
 }
 
 TEST_F(DaemonManagerTest, BrokenRulesAtStartAreInvalidArgument) {
