@@ -3,7 +3,8 @@
 //
 //   sentierd --registry=REG --output=OUT [--rules=PATH[,PATH...]] [--poll_interval_ms=2000]
 //            [--once] [--workers=1] [--device=auto|cpu|cuda] [--mode=inference|training|both]
-//            [--job_timeout_s=600] [--metrics_port=0] [--shard=i/n] [--max_model_bytes=N]
+//            [--job_timeout_s=600] [--metrics_port=0] [--metrics_address=127.0.0.1]
+//            [--shard=i/n] [--max_model_bytes=N]
 //            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=auto]
 //            [--max_memory_share=0.5]
 //            [--param_layout=original|stacked] [--timing=auto|interpreter|executor]
@@ -38,6 +39,14 @@
 //   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd")
 //   4  registry unreadable ("registry unreadable: cannot read '<REG>': ...") or output
 //      unwritable ("output unwritable: ...")
+//   5  --metrics_port set and --metrics_address:--metrics_port cannot be bound: taken, not an
+//      address of this machine, or a name that does not resolve ("cannot serve metrics on
+//      ADDR:PORT: Address already in use"); checked first, before OUT is touched
+//
+// Endpoints (with --metrics_port; on --metrics_address only, default 127.0.0.1): /metrics
+// (Prometheus text format, runtime/daemon/daemon_metrics.h lists the metrics), /healthz (200
+// "ok" while the process runs), /readyz (200 "ready" once a rule set is loaded and a registry
+// poll has succeeded; 503 with the reason before).
 //
 // Messages (glog on stderr; every line about a version starts with "[model/version]"):
 //   [m/v] published <status>: <reason> (…)                one line per job
@@ -80,8 +89,8 @@
 // build tools/sentierd_publish_delay.cc.
 //
 // tools/sentierd_main.cc parses and checks the flags, builds ManagerOptions, serves /metrics,
-// forwards signals through a self-pipe and maps the manager's status to the exit code; the work
-// is runtime/daemon/daemon_manager.h's.
+// /healthz and /readyz, forwards signals through a self-pipe and maps the manager's status to the
+// exit code; the work is runtime/daemon/daemon_manager.h's.
 #include "tools/sentierd_main.h"
 
 int main(int argc, char** argv) { return sentier::SentierdMain(argc, argv); }

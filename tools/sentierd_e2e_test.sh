@@ -88,16 +88,31 @@ grep -q 'inputs.pt' "$O/noinputs/1/report.json" || fail "noinputs reason does no
 grep -q 'crashed' "$O/crash-me/1/report.json" || fail "crash reason"
 kill -0 $PID 2>/dev/null && ok "daemon alive after rejections" || fail "daemon died"
 
-# 4. Metrics and health.
+# 4. Metrics and health, on --metrics_address (127.0.0.1 by default) only.
 if command -v curl >/dev/null; then
   curl -sf "http://127.0.0.1:$PORT/healthz" | grep -q ok && ok "/healthz" || fail "/healthz"
+  code=$(curl -s -o "$T/readyz.txt" -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")
+  [[ $code == 200 ]] && grep -q ready "$T/readyz.txt" && ok "/readyz 200 (rules loaded, polled)" || { fail "/readyz $code"; cat "$T/readyz.txt"; }
   curl -sf "http://127.0.0.1:$PORT/metrics" >"$T/metrics.txt"
-  grep -q '^sentierd_versions_rejected_total 4' "$T/metrics.txt" && grep -q '# TYPE sentierd_queue_depth gauge' "$T/metrics.txt" && ok "/metrics" || { fail "/metrics"; cat "$T/metrics.txt"; }
-  # The poll timestamp at full precision: within 120 s of now (6 digits would be 1,000 s off).
-  ts=$(grep '^sentierd_last_poll_timestamp_seconds ' "$T/metrics.txt" | cut -d' ' -f2)
-  awk -v t="$ts" -v now="$(date +%s)" 'BEGIN { exit !(t + 0 > now - 120 && t + 0 <= now + 1 && t !~ /e\+/) }' \
-    && ok "poll timestamp $ts" || fail "poll timestamp '$ts' not at full precision"
+  grep -q '^sentierd_versions_total{status="rejected"} 4' "$T/metrics.txt" && grep -q '# TYPE sentierd_queue_depth gauge' "$T/metrics.txt" && ok "/metrics" || { fail "/metrics"; cat "$T/metrics.txt"; }
+  grep -q '^sentierd_job_duration_seconds_count [0-9]' "$T/metrics.txt" && grep -q '# TYPE sentierd_job_duration_seconds histogram' "$T/metrics.txt" && ok "job duration histogram" || fail "job duration histogram"
+  # The last successful poll: whole seconds, within 120 s of now.
+  ts=$(grep '^sentierd_last_successful_poll_timestamp_seconds ' "$T/metrics.txt" | cut -d' ' -f2)
+  [[ "$ts" =~ ^[0-9]+$ ]] && (( ts > $(date +%s) - 120 && ts <= $(date +%s) + 1 )) \
+    && ok "poll timestamp $ts" || fail "poll timestamp '$ts' is not a recent integer Unix time"
 fi
+if command -v ss >/dev/null; then
+  listening=$(ss -Hltnp | grep "pid=$PID," | awk '{print $4}' | sort -u | tr '\n' ' ')
+  [[ "$listening" == "127.0.0.1:$PORT " ]] && ok "listens on 127.0.0.1:$PORT only" || fail "listening sockets: '$listening'"
+else
+  echo "skip: no ss (iproute2): the listening sockets are not checked"
+fi
+# A taken port or an address that cannot be bound: exit 5 at start, with the address named.
+timeout 60 "$D" --registry="$R" --output="$T/out-port" --rules="$RULES" --metrics_port=$PORT >"$T/f.txt" 2>&1; rc=$?
+[[ $rc == 5 ]] && grep -q "cannot serve metrics on 127.0.0.1:$PORT: Address already in use" "$T/f.txt" && ok "taken port -> 5" || { fail "taken port: exit $rc"; cat "$T/f.txt"; }
+timeout 60 "$D" --registry="$R" --output="$T/out-port" --rules="$RULES" --metrics_port=$PORT --metrics_address=192.0.2.1 >"$T/f.txt" 2>&1; rc=$?
+[[ $rc == 5 ]] && grep -q "cannot serve metrics on 192.0.2.1:$PORT: Cannot assign requested address" "$T/f.txt" && ok "bad --metrics_address -> 5" || { fail "bad address: exit $rc"; cat "$T/f.txt"; }
+[[ -e "$T/out-port/LOCK" ]] && fail "output touched before the metrics failure" || ok "nothing written before the metrics failure"
 
 # 5. Rule file edited: latest versions re-processed, earlier ones not.
 fp1=$(fp_of "$O/ranker/2/report.json"); fp_old_v1=$(fp_of "$O/ranker/1/report.json")
@@ -125,6 +140,9 @@ kill -0 $PID 2>/dev/null || fail "daemon died on broken rules"
 # 7. Second daemon on the same output: exit 3.
 "$D" --registry="$R" --output="$O" --rules="$RULES" --once >"$T/second.txt" 2>&1
 [[ $? == 3 ]] && grep -q 'locked by another sentierd' "$T/second.txt" && ok "second daemon -> 3" || { fail "second daemon"; cat "$T/second.txt"; }
+# ... also with its endpoints up when the lock is found: they close, the exit is 3.
+timeout 60 "$D" --registry="$R" --output="$O" --rules="$RULES" --once --metrics_port=$((PORT + 1)) >"$T/second.txt" 2>&1
+[[ $? == 3 ]] && ok "second daemon with --metrics_port -> 3" || { fail "second daemon with --metrics_port"; cat "$T/second.txt"; }
 
 # 8. SIGTERM: exit 0, no temp dirs.
 put "$R" towers 3 towers 5

@@ -1,15 +1,18 @@
 // sentierd_main.cc — sentierd's main (usage, exit codes and messages: tools/sentierd.cc).
 //
-// This file parses and checks the flags, builds ManagerOptions, serves /metrics, forwards
-// signals through a self-pipe and maps the manager's status to the exit code (ExitCodeFor); the
-// work is runtime/daemon/daemon_manager.h's.
+// This file parses and checks the flags, builds ManagerOptions, serves /metrics, /healthz and
+// /readyz (MetricsServer), forwards signals through a self-pipe and maps the manager's status to
+// the exit code (ExitCodeFor); the work is runtime/daemon/daemon_manager.h's.
 #include "tools/sentierd_main.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -69,7 +72,9 @@ DEFINE_string(memory_margin, "auto",
 DEFINE_double(max_memory_share, 0.5,
               "with --memory_margin=auto: the share of the device's memory a step's peak may reach");
 DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
-DEFINE_int32(metrics_port, 0, "serve /metrics and /healthz on this port (0: off)");
+DEFINE_int32(metrics_port, 0, "serve /metrics, /healthz and /readyz on this port (0: off)");
+DEFINE_string(metrics_address, "127.0.0.1",
+              "the address /metrics, /healthz and /readyz listen on (only there; 0.0.0.0: all)");
 DEFINE_string(shard, "", "i/n: only models whose name hashes to shard i of n");
 DEFINE_int64(max_model_bytes, 4LL << 30, "refuse model.pt/inputs.pt above this size (0: none)");
 DEFINE_int32(shutdown_grace_s, 30, "on SIGTERM/SIGINT, how long running jobs may finish");
@@ -95,6 +100,7 @@ constexpr int kInternal = 1;
 constexpr int kBadFlags = 2;
 constexpr int kLocked = 3;
 constexpr int kUnavailable = 4;
+constexpr int kMetricsUnavailable = 5;
 
 int Fail(int code, const std::string& msg) {
   std::cerr << "sentierd: " << msg << "\n";
@@ -201,6 +207,89 @@ int OptionsFromFlags(ManagerOptions* o) {
   return kOk;
 }
 
+// MetricsServer: /metrics, /healthz and /readyz on --metrics_address:--metrics_port (cpp-httplib,
+// its own threads), when --metrics_port is set. The handlers read only DaemonMetrics, which is
+// thread-safe.
+class MetricsServer {
+ public:
+  ~MetricsServer() { Stop(); }
+
+  // Start: binds and starts serving; kMetricsUnavailable with "cannot serve metrics on ADDR:PORT:
+  // <why>" when the address cannot be bound (taken, not an address of this machine, a bad name).
+  int Start(DaemonMetrics* metrics) {
+    if (FLAGS_metrics_port == 0) return kOk;
+    const std::string where = absl::StrCat(FLAGS_metrics_address, ":", FLAGS_metrics_port);
+#ifndef SENTIER_NO_HTTPLIB
+    // Resolved here first, so that a bad name is reported as such (the server only says false).
+    struct addrinfo hints;
+    std::memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    struct addrinfo* found = nullptr;
+    const int gai = ::getaddrinfo(FLAGS_metrics_address.c_str(),
+                                  std::to_string(FLAGS_metrics_port).c_str(), &hints, &found);
+    if (gai != 0) {
+      return Fail(kMetricsUnavailable,
+                  absl::StrCat("cannot serve metrics on ", where, ": ", ::gai_strerror(gai)));
+    }
+    ::freeaddrinfo(found);
+    server_ = std::make_unique<httplib::Server>();
+    // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which a second daemon
+    // would bind a port already in use and share its scrapes instead of failing.
+    server_->set_socket_options([](socket_t sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
+    server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics->Render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    server_->Get("/readyz", [metrics](const httplib::Request&, httplib::Response& res) {
+      const std::string why = metrics->NotReadyReason();
+      res.status = why.empty() ? 200 : 503;
+      res.set_content(why.empty() ? "ready\n" : why + "\n", "text/plain");
+    });
+    errno = 0;
+    if (!server_->bind_to_port(FLAGS_metrics_address, FLAGS_metrics_port)) {
+      const int err = errno;
+      server_.reset();
+      return Fail(kMetricsUnavailable,
+                  absl::StrCat("cannot serve metrics on ", where, ": ",
+                               err != 0 ? std::strerror(err) : "the address cannot be bound"));
+    }
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    // cpp-httplib's stop() does nothing before the listening loop runs (and join would wait for
+    // ever): wait until it does (bounded; it starts at once).
+    for (int i = 0; i < 10000 && !server_->is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    LOG(INFO) << "metrics: serving /metrics, /healthz and /readyz on " << where;
+    return kOk;
+#else
+    (void)metrics;
+    return Fail(kMetricsUnavailable, absl::StrCat("cannot serve metrics on ", where,
+                                                  ": this build has no HTTP server (built "
+                                                  "without cpp-httplib)"));
+#endif
+  }
+
+  void Stop() {
+#ifndef SENTIER_NO_HTTPLIB
+    if (server_) server_->stop();
+    if (thread_.joinable()) thread_.join();
+    server_.reset();
+#endif
+  }
+
+ private:
+#ifndef SENTIER_NO_HTTPLIB
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+#endif
+};
+
 int RunDaemon(const OptionsHook& customize) {
   // Before anything is written (the lock, state, stale temp entries at start-up): a file-size
   // limit must fail a write (EFBIG), not kill the daemon, from its first write on.
@@ -211,6 +300,11 @@ int RunDaemon(const OptionsHook& customize) {
   if (rc != kOk) return rc;
   if (customize) customize(&options);
   DaemonManager manager(options);
+  // The endpoints listen before Start (which may take long over a large output): /healthz answers
+  // from the start, /readyz says why the daemon is not ready yet.
+  MetricsServer server;
+  rc = server.Start(&manager.metrics());
+  if (rc != kOk) return rc;
   absl::Status st = manager.Start();
   if (!st.ok()) return Fail(ExitCodeFor(st), std::string(st.message()));
 
@@ -224,38 +318,8 @@ int RunDaemon(const OptionsHook& customize) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGCHLD, &sa, nullptr);
 
-#ifndef SENTIER_NO_HTTPLIB
-  std::unique_ptr<httplib::Server> server;
-  std::thread server_thread;
-  if (FLAGS_metrics_port > 0) {
-    server = std::make_unique<httplib::Server>();
-    server->Get("/metrics", [&manager](const httplib::Request&, httplib::Response& res) {
-      res.set_content(manager.metrics().Render(), "text/plain; version=0.0.4");
-    });
-    server->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("ok\n", "text/plain");
-    });
-    if (!server->bind_to_port("0.0.0.0", FLAGS_metrics_port)) {
-      LOG(ERROR) << "metrics: cannot listen on port " << FLAGS_metrics_port;
-      server.reset();
-    } else {
-      server_thread = std::thread([&server] { server->listen_after_bind(); });
-      LOG(INFO) << "metrics: serving /metrics and /healthz on port " << FLAGS_metrics_port;
-    }
-  }
-#else
-  if (FLAGS_metrics_port > 0) {
-    LOG(ERROR) << "metrics: this build has no HTTP server (built without cpp-httplib)";
-  }
-#endif
-
   st = manager.Run(g_pipe[0]);
-#ifndef SENTIER_NO_HTTPLIB
-  if (server) {
-    server->stop();
-    server_thread.join();
-  }
-#endif
+  server.Stop();
   if (FLAGS_once && st.ok()) {
     std::cout << manager.Summary();
     std::cout.flush();
@@ -269,7 +333,7 @@ int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
   gflags::SetUsageMessage(
       "sentierd --registry=REG --output=OUT [--once] [--rules=...] (see the header of "
       "tools/sentierd.cc)\nExit codes: 0 ok, 1 internal, 2 bad flags, 3 output locked, 4 registry "
-      "unreadable or output unwritable.");
+      "unreadable or output unwritable, 5 metrics address:port cannot be bound.");
   std::string unknown = FindUnknownFlag(argc, argv);
   if (!unknown.empty()) {
     return Fail(kBadFlags, absl::StrCat("unknown flag '", unknown, "' (see --help)"));

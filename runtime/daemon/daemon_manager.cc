@@ -11,7 +11,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include <glog/logging.h>
@@ -166,6 +168,7 @@ absl::Status DaemonManager::Start() {
   if (!rules_->MaybeReload()) {
     return absl::InvalidArgumentError("no usable rule set (see the error above)");
   }
+  metrics_.SetRulesLoaded();
   return absl::OkStatus();
 }
 
@@ -213,12 +216,8 @@ absl::StatusOr<int> DaemonManager::PollAndPlan() {
   rules_->MaybeReload();
   auto snap = watcher_->PollOnce();
   ++polls_;
-  {
-    std::lock_guard<std::mutex> l(metrics_.mu);
-    metrics_.last_poll_unix =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
   if (!snap.ok()) return snap.status();
+  metrics_.SetPollSucceeded(static_cast<int64_t>(::time(nullptr)));
   for (const auto& [m, vs] : snap->models) models_seen_.insert(m);
   // --once: wait (a bounded number of polls) until every version has settled.
   bool plan = !options_.once || (polls_ >= 2 && (snap->unsettled == 0 || polls_ >= 30));
@@ -256,9 +255,7 @@ int DaemonManager::DispatchReady() {
 }
 
 void DaemonManager::UpdateGauges() {
-  std::lock_guard<std::mutex> l(metrics_.mu);
-  metrics_.queue_depth = static_cast<int64_t>(queue_.size());
-  metrics_.in_flight = static_cast<int64_t>(running_.size());
+  metrics_.SetQueue(static_cast<int64_t>(queue_.size()), static_cast<int64_t>(running_.size()));
 }
 
 JobSpec DaemonManager::MakeJobSpec(const VersionInfo& v, const std::string& stage) const {
@@ -289,10 +286,7 @@ JobSpec DaemonManager::MakeJobSpec(const VersionInfo& v, const std::string& stag
 
 void DaemonManager::Dispatch(Job job) {
   const VersionInfo& v = job.source;
-  {
-    std::lock_guard<std::mutex> l(metrics_.mu);
-    ++metrics_.seen;
-  }
+  metrics_.CountSeen();
   auto stage = publisher_->MakeStagingDir(v.model, v.version);
   if (!stage.ok()) {
     LOG(ERROR) << Tag(v.model, v.version) << stage.status().message();
@@ -363,8 +357,7 @@ void DaemonManager::Finish(Running r, int wait_status) {
     LOG(ERROR) << Tag(r.job.source.model, r.job.source.version)
                << "output not written (see the job's error above); retried in " << delay << " s";
     publisher_->Discard(r.stage);
-    std::lock_guard<std::mutex> l(metrics_.mu);
-    ++metrics_.output_errors;
+    metrics_.CountOutputError();
     return;
   }
   nlohmann::json report;
@@ -422,17 +415,43 @@ void DaemonManager::CompleteReport(const Job& job, double seconds, nlohmann::jso
   r["timings_ms"]["job_total"] = seconds * 1000.0;
 }
 
-// Counts a recorded result in the metrics.
-void DaemonManager::CountPublished(ReportStatus status, const std::string& decision, double seconds,
-                                   bool timing_fallback) {
-  std::lock_guard<std::mutex> l(metrics_.mu);
-  ++metrics_.decisions[decision.empty() ? "unknown" : decision];
-  if (status == ReportStatus::kOptimized) ++metrics_.optimized;
-  else if (status == ReportStatus::kUnchanged) ++metrics_.unchanged;
-  else ++metrics_.rejected;
-  metrics_.job_seconds_sum += seconds;
-  ++metrics_.job_count;
-  if (timing_fallback) ++metrics_.timing_fallbacks;
+// Counts a recorded result in the metrics: its status and decision, the job's, the gate's and
+// the validation's times, and the speed-up of what is published for the model (the training step
+// as validated for an optimized version; 1 for an unchanged one, whose artifact is the original).
+void DaemonManager::CountPublished(ReportStatus status, const nlohmann::json& report,
+                                   double seconds, bool timing_fallback) {
+  PublishedVersion p;
+  p.model = report.value("model", "");
+  p.status = std::string(ReportStatusName(status));
+  p.decision = report.value("decision", "");
+  p.job_seconds = seconds;
+  p.timing_fallback = timing_fallback;
+  auto stage_seconds = [&report](const char* stage) -> std::optional<double> {
+    const nlohmann::json* t = report.contains("timings_ms") ? &report.at("timings_ms") : nullptr;
+    if (t == nullptr || !t->is_object() || !t->contains(stage) || !t->at(stage).is_number()) {
+      return std::nullopt;
+    }
+    return t->at(stage).get<double>() / 1000.0;
+  };
+  p.gate_seconds = stage_seconds("select");
+  p.validation_seconds = stage_seconds("validate");
+  if (status == ReportStatus::kUnchanged) {
+    p.speedup = 1.0;
+  } else if (status == ReportStatus::kOptimized) {
+    const nlohmann::json* step = nullptr;
+    if (report.contains("validation") && report.at("validation").is_object() &&
+        report.at("validation").contains("training_step_ms")) {
+      step = &report.at("validation").at("training_step_ms");
+    }
+    if (step != nullptr && step->is_object() && step->contains("reference") &&
+        step->contains("candidate") && step->at("reference").is_number() &&
+        step->at("candidate").is_number()) {
+      const double reference = step->at("reference").get<double>();
+      const double candidate = step->at("candidate").get<double>();
+      if (reference > 0 && candidate > 0) p.speedup = reference / candidate;
+    }
+  }
+  metrics_.CountPublished(p);
 }
 
 void DaemonManager::PublishResult(const Job& job, const std::string& stage, nlohmann::json report,
@@ -474,7 +493,7 @@ void DaemonManager::PublishResult(const Job& job, const std::string& stage, nloh
   backoff_.erase(job.Key());
   absl::Status saved = state_.Save(state_path_);
   if (!saved.ok()) LOG(ERROR) << "state: " << saved.message();
-  CountPublished(rec.status, report.value("decision", ""), seconds, !fallback.empty());
+  CountPublished(rec.status, report, seconds, !fallback.empty());
   LOG(INFO) << Tag(v.model, v.version) << "published " << status << ": " << reason << PublishedDetail(report)
             << " in " << static_cast<int64_t>(seconds * 1000) << " ms";
 }

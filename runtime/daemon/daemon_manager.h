@@ -155,7 +155,8 @@ class DaemonManager {
                      double seconds);
   // The steps of PublishResult: the report's header, the metrics of a recorded result.
   void CompleteReport(const Job& job, double seconds, nlohmann::json* report) const;
-  void CountPublished(ReportStatus status, const std::string& decision, double seconds, bool timing_fallback);
+  void CountPublished(ReportStatus status, const nlohmann::json& report, double seconds,
+                      bool timing_fallback);
   double RetryLater(const std::string& key);
   void UpdateGauges();
 

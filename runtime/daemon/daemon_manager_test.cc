@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -65,7 +66,9 @@ class FakeLauncher : public JobLauncher {
                         "selection": {"timing": "interpreter", "timing_fallback": "no progress"}})");
       _exit(0);
     }
-    WriteRaw(job, R"({"status": "optimized", "reason": "test", "architecture_fingerprint": "a1"})");
+    WriteRaw(job, R"({"status": "optimized", "reason": "test", "architecture_fingerprint": "a1",
+                      "decision": "optimized", "timings_ms": {"select": 1500, "validate": 250},
+                      "validation": {"training_step_ms": {"reference": 30, "candidate": 20}}})");
     _exit(0);
   }
   std::set<std::string> launched;
@@ -148,14 +151,25 @@ TEST_F(DaemonManagerTest, PublishesResultsAndRejectsCrashesAndGarbage) {
   ASSERT_NE(m.state().Find("good", 1), nullptr);
   EXPECT_EQ(ReportStatusName(m.state().Find("good", 1)->status), "optimized");
   EXPECT_EQ(ReportStatusName(m.state().Find("crash", 1)->status), "rejected");
-  {
-    std::lock_guard<std::mutex> l(m.metrics().mu);
-    EXPECT_EQ(m.metrics().seen, 5);
-    EXPECT_EQ(m.metrics().optimized, 2);
-    EXPECT_EQ(m.metrics().unchanged, 1);
-    EXPECT_EQ(m.metrics().rejected, 2);
-    EXPECT_EQ(m.metrics().timing_fallbacks, 1);  // stalled/1
-  }
+  EXPECT_EQ(m.metrics().seen(), 5);
+  EXPECT_EQ(m.metrics().versions("optimized"), 2);
+  EXPECT_EQ(m.metrics().versions("unchanged"), 1);
+  EXPECT_EQ(m.metrics().versions("rejected"), 2);
+  EXPECT_EQ(m.metrics().timing_fallbacks(), 1);  // stalled/1
+  EXPECT_EQ(m.metrics().job_count(), 5);
+  EXPECT_EQ(m.metrics().NotReadyReason(), "");  // rules loaded, polled
+  // From the reports: the clause (none in the daemon's own and the fakes' other reports), the
+  // speed-up of what is published (1 for an unchanged version: the original).
+  EXPECT_EQ(m.metrics().decisions("optimized"), 1);
+  EXPECT_EQ(m.metrics().decisions("unknown"), 4);
+  EXPECT_EQ(m.metrics().model_speedup("good"), 1.5);
+  EXPECT_EQ(m.metrics().model_speedup("stalled"), 1.0);
+  EXPECT_EQ(m.metrics().model_speedup("trained"), std::nullopt);  // no timed training step
+  EXPECT_EQ(m.metrics().model_speedup("crash"), std::nullopt);
+  const std::string text = m.metrics().Render();
+  EXPECT_NE(text.find("sentierd_gate_duration_seconds_count 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("sentierd_gate_duration_seconds_sum 1.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("sentierd_validation_duration_seconds_sum 0.25\n"), std::string::npos);
   EXPECT_NE(m.metrics().Render().find("sentierd_timing_fallbacks_total 1\n"), std::string::npos);
   // Nothing new: the next poll plans nothing.
   auto again = m.PollAndPlan();
@@ -172,10 +186,8 @@ TEST_F(DaemonManagerTest, OutputFailureIsNotRecordedAndWaitsBeforeRetry) {
   EXPECT_EQ(PlanAndRunAll(m), 1);
   EXPECT_FALSE(fs::exists(root_ / "out" / "nospace" / "1"));
   EXPECT_EQ(m.state().Find("nospace", 1), nullptr);
-  {
-    std::lock_guard<std::mutex> l(m.metrics().mu);
-    EXPECT_EQ(m.metrics().output_errors, 1);
-  }
+  EXPECT_EQ(m.metrics().output_errors(), 1);
+  EXPECT_EQ(m.metrics().job_count(), 0);  // nothing recorded
   // Backed off (1 s): an immediate poll does not plan it again.
   auto again = m.PollAndPlan();
   ASSERT_TRUE(again.ok());
@@ -233,6 +245,25 @@ TEST_F(DaemonManagerTest, SecondManagerOnOneOutputIsRefused) {
   absl::Status st = second.Start();
   EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
   EXPECT_TRUE(absl::StrContains(st.message(), "is locked by another sentierd")) << st;
+}
+
+// /readyz: ready once the rules are loaded and a poll has succeeded; a failed poll does not move
+// the last successful poll's time.
+TEST_F(DaemonManagerTest, ReadyAfterRulesAndASuccessfulPoll) {
+  DaemonManager m(options_);
+  EXPECT_TRUE(absl::StrContains(m.metrics().NotReadyReason(), "no rule set"));
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_TRUE(absl::StrContains(m.metrics().NotReadyReason(), "not been polled"));
+  fs::rename(root_ / "reg", root_ / "reg-away");
+  EXPECT_FALSE(m.PollAndPlan().ok());
+  EXPECT_NE(m.metrics().NotReadyReason(), "");
+  EXPECT_EQ(m.metrics().last_successful_poll(), 0);
+  fs::rename(root_ / "reg-away", root_ / "reg");
+  const int64_t before = static_cast<int64_t>(::time(nullptr));
+  ASSERT_TRUE(m.PollAndPlan().ok());
+  EXPECT_EQ(m.metrics().NotReadyReason(), "");
+  EXPECT_GE(m.metrics().last_successful_poll(), before);
+  EXPECT_LE(m.metrics().last_successful_poll(), static_cast<int64_t>(::time(nullptr)));
 }
 
 TEST_F(DaemonManagerTest, BrokenRulesAtStartAreInvalidArgument) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pack_deps.sh — packs Debian's static Abseil/RE2/gflags/glog libraries and the headers of those
-# and of nlohmann-json and cpp-httplib into build/gpu-deps.tar.gz (a few MB), for a machine that has LibTorch
-# with CUDA, CMake and GoogleTest but not these libraries (see README, section "GPU").
+# and of nlohmann-json, cpp-httplib and prometheus-cpp (core) into build/gpu-deps.tar.gz (a few
+# MB), for a machine that has LibTorch with CUDA, CMake and GoogleTest but not these libraries
+# (see README, section "GPU").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=build/gpu-deps
@@ -15,6 +16,11 @@ cp -r /usr/include/httplib.h /usr/include/brotli /usr/include/zlib.h /usr/includ
 cp -L /usr/lib/x86_64-linux-gnu/libcpp-httplib.so "$out/lib/libcpp-httplib.so"
 cp -L /usr/lib/x86_64-linux-gnu/libcpp-httplib.so.0.11 "$out/lib/" 2>/dev/null || true
 for b in common dec enc; do cp -L /usr/lib/x86_64-linux-gnu/libbrotli$b.so.1 "$out/lib/"; done
+# prometheus-cpp's core (sentierd's metrics): headers and the shared library (Debian ships no
+# static one); the pull and push parts are not used.
+cp -r /usr/include/prometheus "$out/include/"
+cp -L /usr/lib/x86_64-linux-gnu/libprometheus-cpp-core.so "$out/lib/libprometheus-cpp-core.so"
+cp -L /usr/lib/x86_64-linux-gnu/libprometheus-cpp-core.so.1.0 "$out/lib/"
 cp /usr/lib/x86_64-linux-gnu/libabsl_*.a /usr/lib/x86_64-linux-gnu/libre2.a \
    /usr/lib/x86_64-linux-gnu/libgflags.a /usr/lib/x86_64-linux-gnu/libglog.a "$out/lib/"
 # Debian's static glog unwinds with libunwind, which decompresses debug info with liblzma.
