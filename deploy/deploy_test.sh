@@ -6,7 +6,9 @@
 #  2. the Kubernetes manifests parse and carry what check_manifests.py asks, every flag they pass
 #     exists in `sentierd --help`; broken copies (shard count != replicas, a flag sentierd lacks,
 #     a writable registry) are caught;
-#  3. the Prometheus alert rules pass `promtool check rules` and `promtool test rules`.
+#  3. the Prometheus alert rules pass `promtool check rules` and `promtool test rules`;
+#  4. --shard=auto: replicas on hosts named sentierd-0..2 split a registry between them, each
+#     model once, and one beyond --shard_count exits 2.
 # A part whose tool is missing (systemd-analyze, promtool, python3's yaml) is skipped with a
 # message; tools/setup_deps.sh installs them.
 set -uo pipefail
@@ -115,6 +117,44 @@ if command -v promtool >/dev/null; then
 else
   echo "SKIP: promtool is not installed (apt-get install prometheus): the alert rules are not checked"
 fi
+
+# ---- 4. --shard=auto as the StatefulSet runs it: three replicas named sentierd-0..2 (their own
+# UTS namespace as root, else SENTIER_SHARD_INDEX) over one registry of 8 models split the
+# models between them, each exactly once; a pod beyond the count exits 2.
+REG="$TMP/shard-reg"
+models="alpha beta delta epsilon eta gamma theta zeta"
+for m in $models; do  # not archives: every version is rejected at once, which is all this needs
+  mkdir -p "$REG/$m/1" && echo junk > "$REG/$m/1/model.pt" && echo junk > "$REG/$m/1/inputs.pt"
+done
+pod_by="the environment (SENTIER_SHARD_INDEX: not root, no UTS namespace)"
+if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null && unshare --uts true 2>/dev/null; then
+  pod_by="the host name (a UTS namespace per replica)"
+fi
+as_pod() {  # as_pod ORDINAL SENTIERD_ARGS...: sentierd on a host named sentierd-ORDINAL
+  local ordinal="$1"; shift
+  if [[ "$pod_by" == "the host name"* ]]; then
+    unshare --uts /bin/sh -c 'hostname "sentierd-$0" && exec "$@"' "$ordinal" "$SENTIERD" "$@"
+  else
+    SENTIER_SHARD_INDEX="$ordinal" "$SENTIERD" "$@"
+  fi
+}
+taken=""
+for i in 0 1 2; do
+  out=$(as_pod "$i" --once --registry="$REG" --output="$TMP/shard-out$i" --shard=auto \
+          --shard_count=3 --poll_interval_ms=100 --device=cpu 2>"$TMP/shard$i.log")
+  rc=$?
+  [[ $rc -eq 0 ]] || fail "shard auto: replica $i exited $rc: $(tail -3 "$TMP/shard$i.log")"
+  taken+=" $(sed -n 's/^sentierd: \([a-z]*\): .*/\1/p' <<<"$out" | tr '\n' ' ')"
+done
+got=$(tr ' ' '\n' <<<"$taken" | grep -v '^$' | sort | tr '\n' ' ')
+[[ "$got" == "$models " ]] && pass "shard auto: 3 replicas, ordinal from $pod_by, took each of 8 models once" \
+  || fail "shard auto: the replicas took '$got', want each of '$models' once"
+as_pod 3 --once --registry="$REG" --output="$TMP/shard-out3" --shard=auto --shard_count=3 \
+  >/dev/null 2>"$TMP/shard3.log"
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "shard index 3 .* is out of range for a shard count of 3" "$TMP/shard3.log" \
+  && pass "shard auto: a replica beyond the count exits 2" \
+  || fail "shard auto: replica 3 of 3 exited $rc: $(cat "$TMP/shard3.log")"
 
 echo "deploy_test: $fails failure(s)"
 (( fails == 0 ))
