@@ -49,7 +49,7 @@ if command -v systemd-analyze >/dev/null; then
   fi
   for want in "User=sentierd" "ProtectSystem=strict" "NoNewPrivileges=yes" "PrivateTmp=yes" \
               "ProtectHome=yes" "Restart=on-failure" "KillSignal=SIGTERM" "KillMode=mixed" \
-              "ReadOnlyPaths=/srv/sentier/registry" "ReadWritePaths=/var/lib/sentierd" \
+              "ReadOnlyPaths=-/srv/sentier/registry" "ReadWritePaths=/var/lib/sentierd" \
               "RestartPreventExitStatus=2 3"; do
     grep -qxF "$want" "$UNIT" || fail "unit: no line '$want'"
   done

@@ -157,7 +157,7 @@ install -d -m 0755 -o 10001 -g 10001 "$ROOTFS/var/lib/sentierd" 2>/dev/null \
 # The loader's cache: the libraries are in the default directories, the cache only speeds it up.
 if command -v ldconfig >/dev/null; then ldconfig -r "$ROOTFS" 2>/dev/null || true; fi
 
-echo "build_rootfs: $ROOTFS: sentierd, $nlibs shared libraries and the loader, $(ls "$ROOTFS/usr/share/sentier/patterns" | grep -c '\.rules$') rule files, $(wc -l < "$ROOTFS/usr/share/sentier/debian-packages.txt" 2>/dev/null || echo 0) Debian packages, $(du -sh "$ROOTFS" | cut -f1)"
+echo "build_rootfs: $ROOTFS: sentierd, $nlibs shared libraries and the loader, $(find "$ROOTFS/usr/share/sentier/patterns" -name '*.rules' | wc -l) rule files, $(wc -l < "$ROOTFS/usr/share/sentier/debian-packages.txt" 2>/dev/null || echo 0) Debian packages, $(du -sh "$ROOTFS" | cut -f1)"
 
 # The OCI image, where buildah works.
 if [[ -n "$OCI" ]]; then
