@@ -4,7 +4,7 @@
 //   sentierd --registry=REG --output=OUT [--rules=PATH[,PATH...]] [--poll_interval_ms=2000]
 //            [--once] [--workers=1] [--device=auto|cpu|cuda] [--mode=inference|training|both]
 //            [--job_timeout_s=600] [--metrics_port=0] [--metrics_address=127.0.0.1]
-//            [--shard=i/n] [--max_model_bytes=N]
+//            [--shard=i/n|auto] [--shard_count=N] [--max_model_bytes=N]
 //            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=auto]
 //            [--max_memory_share=0.5]
 //            [--param_layout=original|stacked] [--timing=auto|interpreter|executor]
@@ -31,8 +31,11 @@
 // Exit codes:
 //   0  --once pass completed (whatever the outcomes), or stopped by SIGTERM/SIGINT
 //   1  internal error
-//   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--mode/--device/
-//      --select_rules/--param_layout/--timing/--executor_stall_s/--workers/--poll_interval_ms/
+//   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--shard_count (with
+//      --shard=auto: no index from SENTIER_SHARD_INDEX or the host name's -<ordinal>, no count
+//      from --shard_count or SENTIER_SHARD_COUNT, or the index not below the count), bad
+//      --mode/--device/--select_rules/--param_layout/--timing/--executor_stall_s/--workers/
+//      --poll_interval_ms/
 //      --memory_margin/--max_memory_share,
 //      --device=cuda on a build without CUDA, or
 //      the rule set fails to load at start-up (there is no previous good rule set)

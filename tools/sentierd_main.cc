@@ -34,6 +34,7 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/daemon/optimize_job.h"
 #include "runtime/daemon/registry_watcher.h"
+#include "runtime/daemon/shard_spec.h"
 #include "runtime/options_enums.h"
 #include "runtime/progress_deadline.h"
 #include "tools/flags.h"
@@ -75,7 +76,12 @@ DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
 DEFINE_int32(metrics_port, 0, "serve /metrics, /healthz and /readyz on this port (0: off)");
 DEFINE_string(metrics_address, "127.0.0.1",
               "the address /metrics, /healthz and /readyz listen on (only there; 0.0.0.0: all)");
-DEFINE_string(shard, "", "i/n: only models whose name hashes to shard i of n");
+DEFINE_string(shard, "",
+              "i/n: only models whose name hashes to shard i of n; auto: i is the replica's "
+              "ordinal (SENTIER_SHARD_INDEX, else the host name's trailing -N, as StatefulSet "
+              "pods are named) and n is --shard_count (else SENTIER_SHARD_COUNT)");
+DEFINE_int32(shard_count, 0,
+             "with --shard=auto: the number of shards (replicas); 0: SENTIER_SHARD_COUNT");
 DEFINE_int64(max_model_bytes, 4LL << 30, "refuse model.pt/inputs.pt above this size (0: none)");
 DEFINE_int32(shutdown_grace_s, 30, "on SIGTERM/SIGINT, how long running jobs may finish");
 DEFINE_string(job_command, "",
@@ -136,10 +142,9 @@ Device ResolvedDevice(DeviceRequest request) {
 
 // OptionsFromFlags: checks the flags and builds the manager's options; exit code 2 on a bad flag.
 int OptionsFromFlags(ManagerOptions* o) {
-  int shard_index = 0, shard_count = 1;
-  if (!FLAGS_shard.empty() && !ParseShard(FLAGS_shard, &shard_index, &shard_count)) {
-    return Fail(kBadFlags, absl::StrCat("--shard='", FLAGS_shard, "' must be i/n with 0 <= i < n"));
-  }
+  absl::StatusOr<ShardSpec> shard =
+      ResolveShard(FLAGS_shard, FLAGS_shard_count, ShardEnvFromProcess());
+  if (!shard.ok()) return Fail(kBadFlags, std::string(shard.status().message()));
   if (FLAGS_registry.empty()) return Fail(kBadFlags, "--registry is required (see --help)");
   if (FLAGS_output.empty()) return Fail(kBadFlags, "--output is required (see --help)");
   absl::StatusOr<ValidationMode> mode = ParseValidationMode(FLAGS_mode);
@@ -192,8 +197,8 @@ int OptionsFromFlags(ManagerOptions* o) {
   o->job_timeout_s = FLAGS_job_timeout_s;
   o->shutdown_grace_s = FLAGS_shutdown_grace_s;
   o->max_model_bytes = FLAGS_max_model_bytes;
-  o->shard_index = shard_index;
-  o->shard_count = shard_count;
+  o->shard_index = shard->index;
+  o->shard_count = shard->count;
   o->mode = *mode;
   o->job_device = ResolvedDevice(*device);
   o->memory_margin = *memory_margin;

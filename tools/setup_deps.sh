@@ -24,6 +24,7 @@ PACKAGES=(
   prometheus-cpp-dev     # sentierd's /metrics (prometheus-cpp core)
   prometheus             # the real scraper of the metrics test
   python3-yaml           # the deployment manifests' test
+  systemd                # systemd-analyze: the unit's test (deploy/deploy_test.sh)
 )
 if [[ "${1:-}" == "--with-clang" ]]; then
   PACKAGES+=(clang-14 libclang-rt-14-dev)   # for bazel build --config=fuzz
