@@ -70,7 +70,9 @@ DEFINE_double(max_memory_share, 0.5,
               "with --memory_margin=auto: the share of the device's memory a step's peak may reach");
 DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
 DEFINE_int32(metrics_port, 0, "serve /metrics and /healthz on this port (0: off)");
-DEFINE_string(shard, "", "i/n: only models whose name hashes to shard i of n");
+DEFINE_string(shard, "",
+              "i/n: one of n replicas sharing --output: only models whose name hashes to shard i "
+              "(each version claimed before its job, published once; see README, Replicas)");
 DEFINE_int64(max_model_bytes, 4LL << 30, "refuse model.pt/inputs.pt above this size (0: none)");
 DEFINE_int32(shutdown_grace_s, 30, "on SIGTERM/SIGINT, how long running jobs may finish");
 DEFINE_string(job_command, "",
@@ -188,6 +190,7 @@ int OptionsFromFlags(ManagerOptions* o) {
   o->max_model_bytes = FLAGS_max_model_bytes;
   o->shard_index = shard_index;
   o->shard_count = shard_count;
+  o->replica = !FLAGS_shard.empty();
   o->mode = *mode;
   o->job_device = ResolvedDevice(*device);
   o->memory_margin = *memory_margin;
