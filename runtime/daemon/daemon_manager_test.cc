@@ -4,6 +4,7 @@
 #include "runtime/daemon/daemon_manager.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -244,7 +245,20 @@ TEST_F(DaemonManagerTest, ReplicasShareTheOutputButNotAShard) {
   r1.shard_index = 1;
   DaemonManager a(r0), b(r1);
   ASSERT_TRUE(a.Start().ok());
+  auto snapshot_inode = [this] {
+    for (const auto& e : fs::directory_iterator(root_ / "out" / ".sentierd")) {
+      struct stat st;
+      if (absl::StartsWith(e.path().filename().string(), "rules-") && ::stat(e.path().c_str(), &st) == 0) {
+        return static_cast<int64_t>(st.st_ino);
+      }
+    }
+    return int64_t{-1};
+  };
+  const int64_t inode = snapshot_inode();
+  ASSERT_GE(inode, 0);
   ASSERT_TRUE(b.Start().ok());
+  // b uses a's snapshot of the same rules as it is: a's jobs may be loading it.
+  EXPECT_EQ(snapshot_inode(), inode);
   DaemonManager again(r0);
   absl::Status st = again.Start();
   EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
