@@ -1,12 +1,16 @@
 // registry_benchmark.cc — what one poll of sentierd costs on a large registry: the watcher's scan
 // (RegistryWatcher::PollOnce, every version settled) and the planner's decision
 // (JobPlanner::Plan with every version already recorded, so nothing is planned), for registries
-// of N models x 3 versions (model.pt of 64 KiB and inputs.pt of 4 KiB each, on the local disk).
+// of N models x 3 versions (model.pt of 64 KiB and inputs.pt of 4 KiB each, on the local disk),
+// up to 3,334 models (10,002 versions). BM_PollOneReplica / BM_PlanOneReplica: the same for one
+// replica of --shard=0/n, which lists and hashes every model name but scans and plans only the
+// models of its shard (about 1/n of the versions).
 //
 //   bazel run -c opt //bench:registry_benchmark
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,8 +27,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A registry of `models` x 3 versions under a fresh temp dir (kept for the process's life).
+// A registry of `models` x 3 versions under a fresh temp dir (kept for the process's life; made
+// once per size).
 std::string MakeRegistry(int models) {
+  static std::map<int, std::string>* made = new std::map<int, std::string>();
+  if (made->count(models)) return made->at(models);
   const char* tmp = std::getenv("TEST_TMPDIR");
   fs::path root = fs::path(tmp != nullptr ? tmp : "/tmp") / ("sentier_registry_bench_" + std::to_string(models));
   if (!RemoveTree(root.string()).ok()) std::abort();  // not fs::remove_all: see file_util.cc
@@ -37,12 +44,14 @@ std::string MakeRegistry(int models) {
       std::ofstream(dir / "inputs.pt", std::ios::binary) << input_bytes;
     }
   }
+  (*made)[models] = root.string();
   return root.string();
 }
 
-std::unique_ptr<RegistryWatcher> SettledWatcher(const std::string& root) {
+std::unique_ptr<RegistryWatcher> SettledWatcher(const std::string& root, int shard_count = 1) {
   WatcherOptions o;
   o.root = root;
+  o.shard_count = shard_count;
   auto w = RegistryWatcher::Create(o);
   if (!w.ok()) std::abort();
   (*w)->PollOnce();
@@ -63,11 +72,29 @@ void BM_PollSettledRegistry(benchmark::State& state) {
   }
   state.counters["versions"] = static_cast<double>(versions);
 }
-BENCHMARK(BM_PollSettledRegistry)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PollSettledRegistry)->Arg(100)->Arg(1000)->Arg(3334)->Unit(benchmark::kMillisecond);
 
-void BM_PlanNothingNew(benchmark::State& state) {
+// One replica (--shard=0/n) of a registry of `models` x 3 versions: its poll.
+void BM_PollOneReplica(benchmark::State& state) {
   const int models = static_cast<int>(state.range(0));
-  auto w = SettledWatcher(MakeRegistry(models));
+  const int shards = static_cast<int>(state.range(1));
+  auto w = SettledWatcher(MakeRegistry(models), shards);
+  int64_t versions = 0;
+  for (auto _ : state) {
+    auto snap = w->PollOnce();
+    if (!snap.ok()) state.SkipWithError("poll failed");
+    versions = 0;
+    for (const auto& [name, vs] : snap->models) versions += static_cast<int64_t>(vs.size());
+    benchmark::DoNotOptimize(versions);
+  }
+  state.counters["versions"] = static_cast<double>(versions);
+}
+BENCHMARK(BM_PollOneReplica)->Args({3334, 1})->Args({3334, 3})->Args({3334, 4})->Unit(benchmark::kMillisecond);
+
+// Plans as one replica of --shard=0/shards (1: the daemon alone).
+void PlanNothingNew(benchmark::State& state, int shards) {
+  const int models = static_cast<int>(state.range(0));
+  auto w = SettledWatcher(MakeRegistry(models), shards);
   auto snap = w->PollOnce();
   DaemonState ds;
   for (const auto& [name, vs] : snap->models) {
@@ -87,7 +114,10 @@ void BM_PlanNothingNew(benchmark::State& state) {
   }
   if (planned != 0) state.SkipWithError("planned work on an unchanged registry");
 }
-BENCHMARK(BM_PlanNothingNew)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+void BM_PlanNothingNew(benchmark::State& state) { PlanNothingNew(state, 1); }
+BENCHMARK(BM_PlanNothingNew)->Arg(100)->Arg(1000)->Arg(3334)->Unit(benchmark::kMillisecond);
+void BM_PlanOneReplica(benchmark::State& state) { PlanNothingNew(state, static_cast<int>(state.range(1))); }
+BENCHMARK(BM_PlanOneReplica)->Args({3334, 4})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sentier

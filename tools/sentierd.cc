@@ -27,6 +27,11 @@
 // OUT/.sentierd/state.json (progress), OUT/.sentierd/rules-<fp>/ (snapshots of the good rule
 // sets the jobs load), OUT/LOCK (flock; one daemon per OUT), OUT/.tmp-* (staging; removed at
 // start-up).
+// Replicas (--shard=i/n; runtime/daemon/daemon_manager.h, "Replicas"): n daemons share one OUT;
+// each holds OUT/LOCK shared and OUT/.sentierd/replica-<i>-of-<n>.lock exclusive, keeps
+// OUT/.sentierd/state-<i>-of-<n>.json, claims each version (flock on
+// OUT/.sentierd/claims/<model>/<version>.lock) before its job and re-checks its published
+// report; at start-up it removes only the staging dirs whose claim is free.
 //
 // Exit codes:
 //   0  --once pass completed (whatever the outcomes), or stopped by SIGTERM/SIGINT
@@ -39,7 +44,9 @@
 //      --memory_margin/--max_memory_share,
 //      --device=cuda on a build without CUDA, or
 //      the rule set fails to load at start-up (there is no previous good rule set)
-//   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd")
+//   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd"; with
+//      --shard: "... another sentierd with --shard=i/n" for a second replica of one shard,
+//      "... without --shard" beside a daemon that runs alone, and the other way round)
 //   4  registry unreadable ("registry unreadable: cannot read '<REG>': ...") or output
 //      unwritable ("output unwritable: ...")
 //   5  --metrics_port set and --metrics_address:--metrics_port cannot be bound: taken, not an
@@ -67,6 +74,8 @@
 //   rules: <file>:<line>:<col>: <message>; keeping the previous rule set <fp>
 //   rules: loaded N rules, fingerprint <fp>
 //   state: corrupt state file '<path>': …; rebuilding from published reports
+//   [m/v] claimed by another replica; left to it            (--shard; once per version)
+//   [m/v] already published by another replica; adopted its report   (--shard)
 // Job reasons (report.json "reason"; "decision" names the clause, runtime/pipeline.h): "load
 // failure: …" (names the file), "validation failure on cpu|cuda: …", "optimizer error: …",
 // "crash: …", "job process crashed …", "timed out after N s", "rule selection failed: …",

@@ -77,7 +77,9 @@ DEFINE_int32(metrics_port, 0, "serve /metrics, /healthz and /readyz on this port
 DEFINE_string(metrics_address, "127.0.0.1",
               "the address /metrics, /healthz and /readyz listen on (only there; 0.0.0.0: all)");
 DEFINE_string(shard, "",
-              "i/n: only models whose name hashes to shard i of n; auto: i is the replica's "
+              "i/n: one of n replicas sharing --output: only models whose name hashes to shard i "
+              "(each version claimed before its job, published once; see README, Replicas); "
+              "auto: i is the replica's "
               "ordinal (SENTIER_SHARD_INDEX, else the host name's trailing -N, as StatefulSet "
               "pods are named) and n is --shard_count (else SENTIER_SHARD_COUNT)");
 DEFINE_int32(shard_count, 0,
@@ -199,6 +201,7 @@ int OptionsFromFlags(ManagerOptions* o) {
   o->max_model_bytes = FLAGS_max_model_bytes;
   o->shard_index = shard->index;
   o->shard_count = shard->count;
+  o->replica = !FLAGS_shard.empty();
   o->mode = *mode;
   o->job_device = ResolvedDevice(*device);
   o->memory_margin = *memory_margin;

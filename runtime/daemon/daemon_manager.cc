@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -106,7 +107,85 @@ DaemonManager::~DaemonManager() {
     ::waitpid(pid, nullptr, 0);
     if (publisher_) publisher_->Discard(r.stage);
   }
+  running_.clear();  // releases the claims after the stages are gone
+  if (replica_lock_fd_ >= 0) ::close(replica_lock_fd_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+// The output's lock. Alone: OUT/LOCK, exclusive. A replica (--shard=i/n): OUT/LOCK shared (so
+// a daemon without --shard and replicas exclude each other) and
+// OUT/.sentierd/replica-<i>-of-<n>.lock exclusive (so two replicas of one shard do).
+absl::Status DaemonManager::LockOutput() {
+  auto open_and_lock = [](const std::string& path, int how, int* fd) -> int {
+    *fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) return -errno;
+    return ::flock(*fd, how | LOCK_NB) == 0 ? 0 : errno;
+  };
+  auto locked_error = [this](const std::string& path, int err, const std::string& by) {
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat("output '", options_.output,
+                                                        "' is locked by another sentierd", by, " (",
+                                                        path, ")"));
+    }
+    return absl::UnavailableError(absl::StrCat("output unwritable: cannot ", err < 0 ? "open" : "lock",
+                                               " '", path, "': ", std::strerror(std::abs(err))));
+  };
+  const std::string lock_path = options_.output + "/LOCK";
+  int err = open_and_lock(lock_path, options_.replica ? LOCK_SH : LOCK_EX, &lock_fd_);
+  if (err != 0) {
+    return locked_error(lock_path, err, options_.replica ? " without --shard" : "");
+  }
+  int pid_fd = lock_fd_;
+  if (options_.replica) {
+    const std::string meta = options_.output + "/.sentierd";
+    if (::mkdir(meta.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::UnavailableError(absl::StrCat("output unwritable: cannot create '", meta, "': ",
+                                                 std::strerror(errno)));
+    }
+    const std::string replica_path = absl::StrCat(meta, "/replica-", options_.shard_index, "-of-",
+                                                  options_.shard_count, ".lock");
+    err = open_and_lock(replica_path, LOCK_EX, &replica_lock_fd_);
+    if (err != 0) {
+      return locked_error(replica_path, err,
+                          absl::StrCat(" with --shard=", options_.shard_index, "/", options_.shard_count));
+    }
+    pid_fd = replica_lock_fd_;
+  }
+  std::string pid_text = absl::StrCat(::getpid(), "\n");
+  (void)!::ftruncate(pid_fd, 0);
+  (void)!::pwrite(pid_fd, pid_text.data(), pid_text.size(), 0);
+  return absl::OkStatus();
+}
+
+// Stale temporaries: OUT/.tmp-* staging dirs and OUT/.sentierd/.tmp-* files. Alone, all of them.
+// A replica removes only the staging dirs of versions whose claim it can take (their writer is
+// gone: killed, or stopped mid-publication), holding the claims while it does, and in
+// OUT/.sentierd only temporaries older than 10 minutes (another replica may be writing one).
+absl::Status DaemonManager::CleanStaleTemps(const std::string& meta) {
+  std::vector<std::unique_ptr<VersionClaim>> held;
+  Publisher::IsStale is_stale;
+  if (options_.replica) {
+    is_stale = [this, &held](const std::string& model, int64_t version) {
+      auto claim = VersionClaim::TryAcquire(options_.output, model, version);
+      if (!claim.ok() || *claim == nullptr) return false;
+      held.push_back(std::move(*claim));
+      return true;
+    };
+  }
+  auto cleaned = publisher_->CleanStaleTemps(is_stale);
+  if (!cleaned.ok()) {
+    return absl::UnavailableError(absl::StrCat("output unwritable: ", cleaned.status().message()));
+  }
+  if (*cleaned > 0) LOG(INFO) << "start-up: removed " << *cleaned << " stale temp entries";
+  const auto old = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(10);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(meta, ec)) {
+    if (!absl::StartsWith(e.path().filename().string(), ".tmp-")) continue;
+    std::error_code tec;
+    if (options_.replica && !(e.last_write_time(tec) < old && !tec)) continue;
+    RemoveTree(e.path()).IgnoreError();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DaemonManager::Start() {
@@ -114,23 +193,8 @@ absl::Status DaemonManager::Start() {
   if (!pub.ok()) return absl::UnavailableError(pub.status().message());
   publisher_ = std::move(*pub);
   publisher_->set_before_rename(options_.before_publish_rename);
-  std::string lock_path = options_.output + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) {
-    return absl::UnavailableError(absl::StrCat("output unwritable: cannot open '", lock_path, "': ",
-                                               std::strerror(errno)));
-  }
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "output '", options_.output, "' is locked by another sentierd (", lock_path, ")"));
-    }
-    return absl::UnavailableError(
-        absl::StrCat("cannot lock '", lock_path, "': ", std::strerror(errno)));
-  }
-  std::string pid_text = absl::StrCat(::getpid(), "\n");
-  (void)!::ftruncate(lock_fd_, 0);
-  (void)!::pwrite(lock_fd_, pid_text.data(), pid_text.size(), 0);
+  absl::Status locked = LockOutput();
+  if (!locked.ok()) return locked;
 
   WatcherOptions wopts;
   wopts.root = options_.registry;
@@ -141,21 +205,18 @@ absl::Status DaemonManager::Start() {
   if (!watcher.ok()) return absl::UnavailableError(watcher.status().message());
   watcher_ = std::move(*watcher);
 
-  auto cleaned = publisher_->CleanStaleTemps();
-  if (!cleaned.ok()) {
-    return absl::UnavailableError(absl::StrCat("output unwritable: ", cleaned.status().message()));
-  }
-  if (*cleaned > 0) LOG(INFO) << "start-up: removed " << *cleaned << " stale temp entries";
   std::string meta = options_.output + "/.sentierd";
   if (::mkdir(meta.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::UnavailableError(absl::StrCat("output unwritable: cannot create '", meta, "': ",
                                                std::strerror(errno)));
   }
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(meta, ec)) {
-    if (absl::StartsWith(e.path().filename().string(), ".tmp-")) RemoveTree(e.path()).IgnoreError();
-  }
-  state_path_ = meta + "/state.json";
+  absl::Status cleaned = CleanStaleTemps(meta);
+  if (!cleaned.ok()) return cleaned;
+  // Each replica keeps its own state (the state of a replica of another count, after a resize,
+  // is left alone); what it lacks, Reconcile adopts from the published reports.
+  state_path_ = options_.replica ? absl::StrCat(meta, "/state-", options_.shard_index, "-of-",
+                                                options_.shard_count, ".json")
+                                 : meta + "/state.json";
   auto state = DaemonState::Load(state_path_);
   if (!state.ok()) {
     LOG(ERROR) << "state: " << state.status().message() << "; rebuilding from published reports";
@@ -179,37 +240,78 @@ double DaemonManager::RetryLater(const std::string& key) {
   return b.delay_s;
 }
 
+// The record of the report published at OUT/<model>/<version>; nullopt when there is none (or
+// it cannot be read: logged).
+std::optional<VersionRecord> DaemonManager::PublishedRecord(const std::string& model, int64_t version) const {
+  auto text = ReadFile(publisher_->PublishedDir(model, version) + "/report.json");
+  if (!text.ok()) return std::nullopt;
+  try {
+    nlohmann::json r = nlohmann::json::parse(*text);
+    VersionRecord rec;
+    rec.status = ParseReportStatus(r.value("status", "")).value_or(ReportStatus::kRejected);
+    rec.reason = r.value("reason", "");
+    rec.signature = r.value("source_signature", "");
+    rec.rules_fp = r.value("rules_fingerprint", "");
+    rec.arch_fp = r.value("architecture_fingerprint", "");
+    rec.artifact_sha = r.value("artifact_sha256", "");
+    return rec;
+  } catch (const std::exception& e) {
+    LOG(WARNING) << Tag(model, version) << "state: unreadable report.json: " << e.what();
+    return std::nullopt;
+  }
+}
+
 void DaemonManager::Reconcile() {
-  // A publish whose state update was lost (crash between rename and state write) is adopted.
+  // A publish whose state update was lost (crash between rename and state write) is adopted; so
+  // is, for a replica, what other replicas published of the models of its shard.
   std::error_code ec;
   for (const auto& m : std::filesystem::directory_iterator(publisher_->root(), ec)) {
     std::string model = m.path().filename().string();
     if (!IsValidModelName(model) || !m.is_directory()) continue;
+    if (options_.replica && ShardOf(model, options_.shard_count) != options_.shard_index) continue;
     for (const auto& v : std::filesystem::directory_iterator(m.path(), ec)) {
       int64_t version = 0;
       if (!ParseVersionName(v.path().filename().string(), &version)) continue;
-      auto text = ReadFile((v.path() / "report.json").string());
-      if (!text.ok()) continue;
-      try {
-        nlohmann::json r = nlohmann::json::parse(*text);
-        const VersionRecord* have = state_.Find(model, version);
-        std::string sig = r.value("source_signature", "");
-        std::string fp = r.value("rules_fingerprint", "");
-        if (have != nullptr && have->signature == sig && have->rules_fp == fp) continue;
-        VersionRecord rec;
-        rec.status = ParseReportStatus(r.value("status", "")).value_or(ReportStatus::kRejected);
-        rec.reason = r.value("reason", "");
-        rec.signature = sig;
-        rec.rules_fp = fp;
-        rec.arch_fp = r.value("architecture_fingerprint", "");
-        rec.artifact_sha = r.value("artifact_sha256", "");
-        state_.Set(model, version, rec);
-        LOG(INFO) << Tag(model, version) << "state: adopted the published report";
-      } catch (const std::exception& e) {
-        LOG(WARNING) << Tag(model, version) << "state: unreadable report.json: " << e.what();
-      }
+      std::optional<VersionRecord> rec = PublishedRecord(model, version);
+      if (!rec) continue;
+      const VersionRecord* have = state_.Find(model, version);
+      if (have != nullptr && have->signature == rec->signature && have->rules_fp == rec->rules_fp) continue;
+      state_.Set(model, version, *rec);
+      LOG(INFO) << Tag(model, version) << "state: adopted the published report";
     }
   }
+}
+
+// A replica's step before a job: take the version's claim (false: another replica holds it, or
+// the claims cannot be written: retried later), remove what a dead holder left in staging, and
+// re-check the published report (false: the version was published by another replica meanwhile;
+// its report is adopted).
+bool DaemonManager::ClaimForReplica(const Job& job, std::unique_ptr<VersionClaim>* claim) {
+  const VersionInfo& v = job.source;
+  auto c = VersionClaim::TryAcquire(options_.output, v.model, v.version);
+  if (!c.ok()) {
+    double delay = RetryLater(job.Key());
+    LOG(ERROR) << Tag(v.model, v.version) << c.status().message() << "; retried in " << delay << " s";
+    return false;
+  }
+  if (*c == nullptr) {
+    if (left_to_others_.insert(job.Key()).second) {
+      LOG(INFO) << Tag(v.model, v.version) << "claimed by another replica; left to it";
+    }
+    return false;
+  }
+  left_to_others_.erase(job.Key());
+  *claim = std::move(*c);
+  publisher_->CleanStaleTemps([&v](const std::string& model, int64_t version) {
+    return model == v.model && version == v.version;
+  }).IgnoreError();
+  std::optional<VersionRecord> published = PublishedRecord(v.model, v.version);
+  if (JobPlanner::StillNeeded(job, published ? &*published : nullptr, rules_->fingerprint())) return true;
+  state_.Set(v.model, v.version, *published);
+  absl::Status saved = state_.Save(state_path_);
+  if (!saved.ok()) LOG(ERROR) << "state: " << saved.message();
+  LOG(INFO) << Tag(v.model, v.version) << "already published by another replica; adopted its report";
+  return false;
 }
 
 absl::StatusOr<int> DaemonManager::PollAndPlan() {
@@ -286,6 +388,8 @@ JobSpec DaemonManager::MakeJobSpec(const VersionInfo& v, const std::string& stag
 
 void DaemonManager::Dispatch(Job job) {
   const VersionInfo& v = job.source;
+  std::unique_ptr<VersionClaim> claim;  // replicas: held until the result is published
+  if (options_.replica && !ClaimForReplica(job, &claim)) return;
   metrics_.CountSeen();
   auto stage = publisher_->MakeStagingDir(v.model, v.version);
   if (!stage.ok()) {
@@ -313,6 +417,7 @@ void DaemonManager::Dispatch(Job job) {
   r.stage = *stage;
   r.rules_fp = rules_->fingerprint();
   r.start = Clock::now();
+  r.claim = std::move(claim);
   busy_.insert(r.job.Key());
   running_[pid] = std::move(r);
 }

@@ -10,6 +10,24 @@
 // --job_command, with `--job`), which tests replace.
 // No flags are read here: sentierd builds ManagerOptions from its flags.
 //
+// Replicas (ManagerOptions::replica, sentierd --shard=i/n): N daemons over one registry and one
+// shared OUT (a shared volume), each planning the models whose name hashes to its shard.
+//   - Lock: OUT/LOCK shared plus OUT/.sentierd/replica-<i>-of-<n>.lock exclusive: replicas share
+//     OUT, two daemons of one shard (or a daemon without --shard and a replica) exclude each
+//     other (FailedPrecondition, exit 3).
+//   - State: OUT/.sentierd/state-<i>-of-<n>.json; at start-up Reconcile adopts the reports
+//     published for the shard's models, whoever published them, so "done" is what is published.
+//   - Exactly once: before a job starts the replica takes the version's VersionClaim (an flock,
+//     held until the result is published), removes a dead holder's staging dir, and re-checks
+//     the published report (JobPlanner::StillNeeded); a version claimed by another replica is
+//     left to it and planned again at the next poll. Publication stays atomic (Publisher), and
+//     a replica killed with -9 loses its claims to the kernel.
+//   - Resize (n changes): replicas restarted with the new count; a model whose owner changed is
+//     planned by its new owner, which adopts the published versions and runs only the rest,
+//     even while an old replica still finishes a job of it (the claim makes them take turns).
+//   - Start-up clean-up: only the staging dirs whose claim is free, and in OUT/.sentierd only
+//     temporaries older than 10 minutes.
+//
 //   ManagerOptions o;  o.registry = "REG";  o.output = "OUT";  o.once = true;
 //   DaemonManager m(o);
 //   absl::Status st = m.Start();      // see Start() for the status codes
@@ -24,6 +42,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,6 +57,7 @@
 #include "runtime/daemon/publisher.h"
 #include "runtime/daemon/registry_watcher.h"
 #include "runtime/daemon/rules_tracker.h"
+#include "runtime/daemon/version_claim.h"
 #include "runtime/verdict.h"
 
 namespace sentier {
@@ -77,6 +97,8 @@ struct ManagerOptions {
   int shutdown_grace_s = 30;
   int64_t max_model_bytes = 4LL << 30;  // 0: no limit
   int shard_index = 0, shard_count = 1;
+  // One of several replicas sharing OUT (sentierd's --shard given; see "Replicas" above).
+  bool replica = false;
   // What every job is told (JobSpec): mode, device (resolved: cpu or cuda), memory margin,
   // whether to select rules by timing, and the default parameter layout.
   ValidationMode mode = ValidationMode::kBoth;
@@ -141,13 +163,18 @@ class DaemonManager {
     std::string rules_fp;
     Clock::time_point start;
     bool timed_out = false;
+    std::unique_ptr<VersionClaim> claim;  // replicas: the version's claim, held until published
   };
   struct Backoff {
     Clock::time_point next;
     double delay_s = 0;
   };
 
+  absl::Status LockOutput();
+  absl::Status CleanStaleTemps(const std::string& meta);
+  std::optional<VersionRecord> PublishedRecord(const std::string& model, int64_t version) const;
   void Reconcile();
+  bool ClaimForReplica(const Job& job, std::unique_ptr<VersionClaim>* claim);
   void Dispatch(Job job);
   JobSpec MakeJobSpec(const VersionInfo& v, const std::string& stage) const;
   void Finish(Running r, int wait_status);
@@ -164,6 +191,8 @@ class DaemonManager {
   std::unique_ptr<JobLauncher> own_launcher_;
   JobLauncher* launcher_ = nullptr;
   int lock_fd_ = -1;
+  int replica_lock_fd_ = -1;
+  std::set<std::string> left_to_others_;  // versions logged as claimed by another replica
   std::unique_ptr<RegistryWatcher> watcher_;
   std::unique_ptr<Publisher> publisher_;
   std::unique_ptr<RulesTracker> rules_;

@@ -4,6 +4,7 @@
 #include "runtime/daemon/daemon_manager.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -264,6 +265,108 @@ TEST_F(DaemonManagerTest, ReadyAfterRulesAndASuccessfulPoll) {
   EXPECT_EQ(m.metrics().NotReadyReason(), "");
   EXPECT_GE(m.metrics().last_successful_poll(), before);
   EXPECT_LE(m.metrics().last_successful_poll(), static_cast<int64_t>(::time(nullptr)));
+}
+
+// Replicas (--shard=i/n) share OUT; two of one shard, or a replica and a daemon without --shard,
+// exclude each other.
+TEST_F(DaemonManagerTest, ReplicasShareTheOutputButNotAShard) {
+  ManagerOptions r0 = options_, r1 = options_;
+  r0.replica = r1.replica = true;
+  r0.shard_count = r1.shard_count = 2;
+  r1.shard_index = 1;
+  DaemonManager a(r0), b(r1);
+  ASSERT_TRUE(a.Start().ok());
+  auto snapshot_inode = [this] {
+    for (const auto& e : fs::directory_iterator(root_ / "out" / ".sentierd")) {
+      struct stat st;
+      if (absl::StartsWith(e.path().filename().string(), "rules-") && ::stat(e.path().c_str(), &st) == 0) {
+        return static_cast<int64_t>(st.st_ino);
+      }
+    }
+    return int64_t{-1};
+  };
+  const int64_t inode = snapshot_inode();
+  ASSERT_GE(inode, 0);
+  ASSERT_TRUE(b.Start().ok());
+  // b uses a's snapshot of the same rules as it is: a's jobs may be loading it.
+  EXPECT_EQ(snapshot_inode(), inode);
+  DaemonManager again(r0);
+  absl::Status st = again.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "with --shard=0/2")) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "replica-0-of-2.lock")) << st;
+  DaemonManager alone(options_);
+  st = alone.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  // The other way round: a daemon without --shard holds OUT, a replica is refused.
+  fs::path other = root_ / "out2";
+  ManagerOptions single = options_, replica = r0;
+  single.output = replica.output = other.string();
+  DaemonManager s1(single);
+  ASSERT_TRUE(s1.Start().ok());
+  DaemonManager s2(replica);
+  st = s2.Start();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "without --shard")) << st;
+}
+
+// During a resize an old and a new owner of one model may both plan its version: the one that
+// claims it runs it, the other leaves it while it is claimed and then adopts the published
+// report instead of running it again.
+TEST_F(DaemonManagerTest, ReplicasRunAClaimedVersionOnce) {
+  AddVersion("good", 1);
+  ManagerOptions old_owner = options_, new_owner = options_;
+  old_owner.replica = new_owner.replica = true;  // --shard=0/1, and --shard=k/2 owning "good"
+  new_owner.shard_count = 2;
+  new_owner.shard_index = ShardOf("good", 2);
+  FakeLauncher other;
+  new_owner.launcher = &other;
+  DaemonManager a(old_owner), b(new_owner);
+  ASSERT_TRUE(a.Start().ok());
+  ASSERT_TRUE(b.Start().ok());
+  for (DaemonManager* m : {&a, &b}) {
+    ASSERT_TRUE(m->PollAndPlan().ok());
+    auto planned = m->PollAndPlan();
+    ASSERT_TRUE(planned.ok());
+    EXPECT_EQ(*planned, 1);
+  }
+  EXPECT_EQ(b.DispatchReady(), 1);
+  EXPECT_EQ(b.running(), 1u);
+  EXPECT_TRUE(fs::exists(VersionClaim::LockPath(options_.output, "good", 1)));
+  a.DispatchReady();  // claimed by b: left to it
+  EXPECT_EQ(a.running(), 0u);
+  EXPECT_TRUE(launcher_.launched.empty());
+  while (b.running() > 0) b.ReapFinished(/*block=*/true);
+  EXPECT_TRUE(absl::StrContains(Report("good", 1), "\"status\": \"optimized\""));
+  EXPECT_FALSE(fs::exists(VersionClaim::LockPath(options_.output, "good", 1)));  // released
+  EXPECT_TRUE(fs::exists(root_ / "out" / ".sentierd" /
+                         absl::StrCat("state-", new_owner.shard_index, "-of-2.json")));
+  // a plans it again (its state lacks it), claims it, finds it published: adopted, not run.
+  auto planned = a.PollAndPlan();
+  ASSERT_TRUE(planned.ok());
+  EXPECT_EQ(*planned, 1);
+  a.DispatchReady();
+  EXPECT_EQ(a.running(), 0u);
+  EXPECT_TRUE(launcher_.launched.empty());
+  EXPECT_EQ(other.launched, (std::set<std::string>{"good/1"}));
+  ASSERT_NE(a.state().Find("good", 1), nullptr);
+  planned = a.PollAndPlan();
+  ASSERT_TRUE(planned.ok());
+  EXPECT_EQ(*planned, 0);
+}
+
+// A replica's start-up removes only the staging dirs whose claim is free (their writer is
+// gone); it adopts the reports published for its shard's models only.
+TEST_F(DaemonManagerTest, ReplicaCleansOnlyUnclaimedStaging) {
+  fs::create_directories(root_ / "out" / ".tmp-good-1-999-1");
+  fs::create_directories(root_ / "out" / ".tmp-good-2-999-1");
+  auto held = VersionClaim::TryAcquire(options_.output, "good", 2);  // a live writer's
+  ASSERT_TRUE(held.ok() && *held != nullptr);
+  options_.replica = true;
+  DaemonManager m(options_);
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_FALSE(fs::exists(root_ / "out" / ".tmp-good-1-999-1"));
+  EXPECT_TRUE(fs::exists(root_ / "out" / ".tmp-good-2-999-1"));
 }
 
 TEST_F(DaemonManagerTest, BrokenRulesAtStartAreInvalidArgument) {

@@ -34,4 +34,9 @@ std::vector<Job> JobPlanner::Plan(const RegistrySnapshot& snapshot, const Daemon
   return jobs;
 }
 
+bool JobPlanner::StillNeeded(const Job& job, const VersionRecord* published, const std::string& rules_fp) {
+  if (published == nullptr || published->signature != job.source.signature) return true;
+  return job.reprocess && published->rules_fp != rules_fp;
+}
+
 }  // namespace sentier

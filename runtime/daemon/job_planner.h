@@ -9,7 +9,14 @@
 // Versions in flight or already queued (`busy`, keys "model/version") are skipped. Plan() is a
 // pure function: a restart with the same state plans nothing new.
 //
+// Replicas sharing one output (--shard=i/n) plan from their own state, which may lack what
+// another replica published meanwhile (during a resize both the old and the new owner of a model
+// may run). Once a replica holds a job's VersionClaim it asks StillNeeded() with the record of
+// the report published at OUT/<model>/<version>: a report of the same source (and, for a rules
+// re-run, the same rules) means the job was done by someone, and is not run again.
+//
 //   std::vector<Job> jobs = JobPlanner::Plan(snapshot, state, rules_fp, busy);
+//   if (!JobPlanner::StillNeeded(jobs[0], published_record, rules_fp)) ... adopt, skip
 #ifndef SENTIER_RUNTIME_DAEMON_JOB_PLANNER_H_
 #define SENTIER_RUNTIME_DAEMON_JOB_PLANNER_H_
 
@@ -33,6 +40,10 @@ class JobPlanner {
  public:
   static std::vector<Job> Plan(const RegistrySnapshot& snapshot, const DaemonState& state,
                                const std::string& rules_fp, const std::set<std::string>& busy);
+  // StillNeeded: whether `job` must run although `published` (the record of the version's
+  // published report; null when none) exists: false when the report is of the job's source and,
+  // for a rules re-run, of `rules_fp`.
+  static bool StillNeeded(const Job& job, const VersionRecord* published, const std::string& rules_fp);
 };
 
 }  // namespace sentier

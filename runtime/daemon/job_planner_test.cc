@@ -50,6 +50,29 @@ TEST(JobPlannerTest, NewVersionProcessedOnce) {
   EXPECT_EQ(PlanAndRecord(s2, &state, "fp1"), (std::vector<std::string>{"ranker/3:new version"}));
 }
 
+// A replica that claims a version another replica already published does not run it again;
+// a report of other sources, or of other rules for a rules re-run, does not count.
+TEST(JobPlannerTest, PublishedElsewhereIsNotNeeded) {
+  DaemonState empty;
+  auto jobs = JobPlanner::Plan(Snap({{"ranker", {1}}}), empty, "fp1", {});
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_TRUE(JobPlanner::StillNeeded(jobs[0], nullptr, "fp1"));
+  VersionRecord published;
+  published.signature = jobs[0].source.signature;
+  published.rules_fp = "fp0";  // an older rule set: still the version's result
+  EXPECT_FALSE(JobPlanner::StillNeeded(jobs[0], &published, "fp1"));
+  published.signature = "an earlier upload";
+  EXPECT_TRUE(JobPlanner::StillNeeded(jobs[0], &published, "fp1"));
+
+  Job rerun = jobs[0];
+  rerun.reprocess = true;
+  rerun.why = "rules changed";
+  published.signature = rerun.source.signature;
+  EXPECT_TRUE(JobPlanner::StillNeeded(rerun, &published, "fp1"));
+  published.rules_fp = "fp1";
+  EXPECT_FALSE(JobPlanner::StillNeeded(rerun, &published, "fp1"));
+}
+
 TEST(JobPlannerTest, ChangedSourceIsRetaken) {
   DaemonState state;
   auto s = Snap({{"ranker", {1}}});

@@ -38,13 +38,39 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(const std::string& 
   return std::unique_ptr<Publisher>(new Publisher(out_root));
 }
 
-absl::StatusOr<int> Publisher::CleanStaleTemps() {
+bool Publisher::ParseStagingName(const std::string& name, std::string* model, int64_t* version) {
+  if (name.rfind(".tmp-", 0) != 0) return false;
+  // From the right: three numbers (version, pid, n), then the model, which may hold '-'.
+  std::string rest = name.substr(5);
+  int64_t numbers[3];
+  for (int i = 2; i >= 0; --i) {
+    size_t dash = rest.rfind('-');
+    if (dash == std::string::npos) return false;
+    std::string digits = rest.substr(dash + 1);
+    if (digits.empty() || digits.size() > 18 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    numbers[i] = std::stoll(digits);
+    rest.resize(dash);
+  }
+  if (rest.empty() || numbers[0] <= 0) return false;
+  *model = rest;
+  *version = numbers[0];
+  return true;
+}
+
+absl::StatusOr<int> Publisher::CleanStaleTemps(const IsStale& is_stale) {
   DIR* d = ::opendir(root_.c_str());
   if (d == nullptr) return ErrnoStatus(errno, "cannot read", root_);
   std::vector<std::string> stale;
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
-    if (n.rfind(".tmp-", 0) == 0) stale.push_back(n);
+    if (n.rfind(".tmp-", 0) != 0) continue;
+    std::string model;
+    int64_t version = 0;
+    if (is_stale && !(ParseStagingName(n, &model, &version) && is_stale(model, version))) continue;
+    stale.push_back(n);
   }
   ::closedir(d);
   for (const std::string& n : stale) {

@@ -5,7 +5,9 @@
 // (atomically exchanging it with an existing one, which is then removed) and fsyncs the parent
 // directories. A reader therefore sees either the previous complete directory or the new complete
 // one, never a partial artifact. Stale staging dirs left by a crash are removed by
-// CleanStaleTemps() at start-up (the caller holds OUT/LOCK).
+// CleanStaleTemps() at start-up (the caller holds OUT/LOCK). Replicas sharing OUT (--shard=i/n)
+// remove only the staging dirs of versions whose VersionClaim they hold: CleanStaleTemps(is_stale)
+// with ParseStagingName() telling whose an entry is.
 //
 //   auto pub = Publisher::Create("/out");
 //   auto stage = (*pub)->MakeStagingDir("ranker", 2);
@@ -28,8 +30,13 @@ class Publisher {
   // Create: makes OUT if missing; PermissionDenied/Internal when it cannot be written.
   static absl::StatusOr<std::unique_ptr<Publisher>> Create(const std::string& out_root);
 
-  // CleanStaleTemps: removes OUT/.tmp-* (files and dirs); returns how many.
-  absl::StatusOr<int> CleanStaleTemps();
+  // CleanStaleTemps: removes OUT/.tmp-* (files and dirs); returns how many. With `is_stale`,
+  // only the staging dirs (ParseStagingName) for which is_stale(model, version) is true.
+  using IsStale = std::function<bool(const std::string& model, int64_t version)>;
+  absl::StatusOr<int> CleanStaleTemps(const IsStale& is_stale = nullptr);
+  // ParseStagingName: the model and version of a staging dir's name
+  // (.tmp-<model>-<version>-<pid>-<n>); false for any other name.
+  static bool ParseStagingName(const std::string& name, std::string* model, int64_t* version);
 
   // MakeStagingDir: a new empty directory OUT/.tmp-<model>-<version>-<pid>-<n>.
   absl::StatusOr<std::string> MakeStagingDir(const std::string& model, int64_t version);

@@ -2,6 +2,7 @@
 // never touch an earlier artifact.
 #include "runtime/daemon/publisher.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -103,6 +104,34 @@ TEST_F(PublisherTest, StaleTempsCleanedAtStartup) {
   EXPECT_EQ(*n, 3);
   EXPECT_TRUE(Temps().empty());
   EXPECT_EQ(Read(out_ / "ranker" / "2" / "model.pt"), "ok");
+}
+
+// Replicas sharing OUT remove only the staging dirs of the versions they say are stale (those
+// whose claim they hold); other entries stay.
+TEST_F(PublisherTest, StaleTempsCleanedSelectively) {
+  std::string model;
+  int64_t version = 0;
+  ASSERT_TRUE(Publisher::ParseStagingName(".tmp-ranker-v2-7-12-3", &model, &version));
+  EXPECT_EQ(model, "ranker-v2");
+  EXPECT_EQ(version, 7);
+  EXPECT_FALSE(Publisher::ParseStagingName(".tmp-file", &model, &version));
+  EXPECT_FALSE(Publisher::ParseStagingName(".tmp-a-1-x-1", &model, &version));
+  EXPECT_FALSE(Publisher::ParseStagingName(".tmp-1-2-3", &model, &version));
+  std::string mine = Stage("a-1", 5, "half", true);
+  std::string theirs = Stage("a", 1, "live", true);
+  std::ofstream(out_ / ".tmp-file") << "x";
+  std::vector<std::string> asked;
+  auto n = pub_->CleanStaleTemps([&](const std::string& m, int64_t v) {
+    asked.push_back(m + "/" + std::to_string(v));
+    return m == "a-1" && v == 5;
+  });
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1);
+  EXPECT_FALSE(fs::exists(mine));
+  EXPECT_TRUE(fs::exists(theirs));
+  EXPECT_TRUE(fs::exists(out_ / ".tmp-file"));
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<std::string>{"a-1/5", "a/1"}));
 }
 
 TEST_F(PublisherTest, UnwritableOutputIsAnError) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include <glog/logging.h>
 
@@ -49,7 +50,8 @@ bool RulesTracker::MaybeReload() {
     return !fp_.empty();
   }
   std::string dir = absl::StrCat(snapshot_root_, "/rules-", info->fingerprint);
-  std::string tmp = absl::StrCat(snapshot_root_, "/.tmp-rules-", ::getpid());
+  std::string tmp = absl::StrCat(snapshot_root_, "/.tmp-rules-", ::getpid(), "-",
+                                 absl::Hex(std::random_device()()));
   RemoveTree(tmp).IgnoreError();
   std::error_code ec;
   std::filesystem::create_directories(tmp, ec);
@@ -73,9 +75,22 @@ bool RulesTracker::MaybeReload() {
     RemoveTree(tmp).IgnoreError();
     return !fp_.empty();
   }
-  RemoveTree(dir).IgnoreError();
-  if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+  int renamed = ::rename(tmp.c_str(), dir.c_str());
+  if (renamed != 0 && (errno == EEXIST || errno == ENOTEMPTY)) {
+    // Already there: made by another replica (or an earlier run) from the same rules; kept if it
+    // still holds them, replaced otherwise.
+    auto there = LoadRulesFingerprint({dir});
+    if (there.ok() && there->fingerprint == snap->fingerprint) {
+      RemoveTree(tmp).IgnoreError();
+      renamed = 0;
+    } else {
+      RemoveTree(dir).IgnoreError();
+      renamed = ::rename(tmp.c_str(), dir.c_str());
+    }
+  }
+  if (renamed != 0) {
     LOG(ERROR) << "rules: " << ErrnoStatus(errno, "cannot create snapshot", dir).message();
+    RemoveTree(tmp).IgnoreError();
     return !fp_.empty();
   }
   fp_ = snap->fingerprint;

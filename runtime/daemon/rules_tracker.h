@@ -5,7 +5,10 @@
 // load is logged ("rules: <file>:<line>:<col>: ...; keeping the previous rule set <fp>") and the
 // previous one stays. A good set is copied into `<snapshot_root>/rules-<fingerprint>/` (files
 // prefixed with their load position), re-checked there, and jobs load that snapshot, so an edit
-// made while a job runs never reaches it half-written.
+// made while a job runs never reaches it half-written. A snapshot of the same fingerprint that
+// is already there (made by another replica sharing OUT, whose jobs may be loading it) is used as
+// it is, never replaced; the temporary a snapshot is built in has a name of its own
+// (.tmp-rules-<pid>-<random>), as replicas in containers may share a pid.
 //
 //   RulesTracker rules({"patterns"}, "OUT/.sentierd");
 //   if (!rules.MaybeReload()) { /* no usable rule set yet */ }
