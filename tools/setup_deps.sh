@@ -24,6 +24,7 @@ PACKAGES=(
   prometheus-cpp-dev     # sentierd's /metrics (prometheus-cpp core)
   prometheus             # the real scraper of the metrics test
   python3-yaml           # the deployment manifests' test
+  buildah                # the OCI image of deploy/image (built, never run: no container starts here)
   systemd                # systemd-analyze: the unit's test (deploy/deploy_test.sh)
 )
 if [[ "${1:-}" == "--with-clang" ]]; then

@@ -7,7 +7,9 @@
 #  - `sentierd --once` over the bundled example registry, mounted read-only at
 #    /srv/sentier/registry, exits 0 and publishes every version (ranker/1,2, towers/1,2) with
 #    model.pt and a report.json whose status is optimized or unchanged;
-#  - a bad flag exits 2 inside it as outside; the registry is left untouched.
+#  - a bad flag exits 2 inside it as outside; the registry is left untouched;
+#  - where buildah is installed, the OCI image built from it has the entrypoint, the user and the
+#    binary.
 # Needs root (mount namespaces, chroot); skips with a message otherwise.
 set -uo pipefail
 RUN="${TEST_SRCDIR:?run under bazel test}/sentier"
@@ -83,6 +85,45 @@ rc=$?
 
 # Nothing stays mounted.
 if grep -qF " $R/" /proc/self/mounts; then fail "mounts left under $R"; else ok "nothing left mounted"; fi
+
+# The OCI image from the same root file system, where buildah is installed (tools/setup_deps.sh
+# installs it; it builds images here, though no container can start): committed in a storage of
+# the test's own (vfs driver under TEST_TMPDIR), written as an OCI layout, and its config and
+# layer read back: the entrypoint, the user, the rules' variable, and /usr/bin/sentierd inside.
+if command -v buildah >/dev/null; then
+  S="$TEST_TMPDIR/oci-storage"
+  mkdir -p "$S"
+  printf '[storage]\ndriver = "vfs"\ngraphroot = "%s/graph"\nrunroot = "%s/run"\n' "$S" "$S" >"$S/storage.conf"
+  export CONTAINERS_STORAGE_CONF="$S/storage.conf"
+  img="localhost/sentierd-rootfs-test:$$"
+  rm -rf "$R"
+  if "$RUN/deploy/image/build_rootfs.sh" "$R" --sentierd="$RUN/tools/sentierd" --rules="$RUN/patterns" \
+       --example_registry=none --oci="$img" >"$TEST_TMPDIR/oci.log" 2>&1 &&
+     buildah push "$img" "oci:$S/layout:latest" >>"$TEST_TMPDIR/oci.log" 2>&1; then
+    python3 - "$S/layout" <<'PY' && ok "OCI image: entrypoint /usr/bin/sentierd as 10001, /usr/bin/sentierd in its layer" || fail "OCI image contents"
+import json, os, sys, tarfile
+root = sys.argv[1]
+blob = lambda d: os.path.join(root, "blobs", *d.split(":"))
+index = json.load(open(os.path.join(root, "index.json")))
+manifest = json.load(open(blob(index["manifests"][0]["digest"])))
+config = json.load(open(blob(manifest["config"]["digest"])))["config"]
+assert config["Entrypoint"] == ["/usr/bin/sentierd"], config
+assert config["User"] == "10001:10001", config
+assert any(e.startswith("SENTIER_RULES_DIR=") for e in config["Env"]), config
+names = set()
+for layer in manifest["layers"]:
+    with tarfile.open(blob(layer["digest"])) as t:
+        names.update(n.lstrip("./") for n in t.getnames())
+assert "usr/bin/sentierd" in names and "usr/share/sentier/patterns/vertical.rules" in names, sorted(names)[:20]
+PY
+  else
+    fail "OCI image: $(tail -5 "$TEST_TMPDIR/oci.log")"
+  fi
+  buildah rmi "$img" >/dev/null 2>&1 || true
+  rm -rf "$S" "$R"
+else
+  echo "SKIP: buildah is not installed: no OCI image checked"
+fi
 
 rm -rf "$R"
 echo "rootfs_test: $fails failure(s)"
