@@ -59,12 +59,11 @@ std::unique_ptr<RegistryWatcher> SettledWatcher(const std::string& root, int sha
   return std::move(*w);
 }
 
-void BM_PollSettledRegistry(benchmark::State& state) {
-  const int models = static_cast<int>(state.range(0));
-  auto w = SettledWatcher(MakeRegistry(models));
+// TimePolls: the benchmark loop of one watcher's polls; counts the versions the last one saw.
+void TimePolls(benchmark::State& state, RegistryWatcher& w) {
   int64_t versions = 0;
   for (auto _ : state) {
-    auto snap = w->PollOnce();
+    auto snap = w.PollOnce();
     if (!snap.ok()) state.SkipWithError("poll failed");
     versions = 0;
     for (const auto& [name, vs] : snap->models) versions += static_cast<int64_t>(vs.size());
@@ -72,22 +71,18 @@ void BM_PollSettledRegistry(benchmark::State& state) {
   }
   state.counters["versions"] = static_cast<double>(versions);
 }
+
+void BM_PollSettledRegistry(benchmark::State& state) {
+  const int models = static_cast<int>(state.range(0));
+  TimePolls(state, *SettledWatcher(MakeRegistry(models)));
+}
 BENCHMARK(BM_PollSettledRegistry)->Arg(100)->Arg(1000)->Arg(3334)->Unit(benchmark::kMillisecond);
 
 // One replica (--shard=0/n) of a registry of `models` x 3 versions: its poll.
 void BM_PollOneReplica(benchmark::State& state) {
   const int models = static_cast<int>(state.range(0));
   const int shards = static_cast<int>(state.range(1));
-  auto w = SettledWatcher(MakeRegistry(models), shards);
-  int64_t versions = 0;
-  for (auto _ : state) {
-    auto snap = w->PollOnce();
-    if (!snap.ok()) state.SkipWithError("poll failed");
-    versions = 0;
-    for (const auto& [name, vs] : snap->models) versions += static_cast<int64_t>(vs.size());
-    benchmark::DoNotOptimize(versions);
-  }
-  state.counters["versions"] = static_cast<double>(versions);
+  TimePolls(state, *SettledWatcher(MakeRegistry(models), shards));
 }
 BENCHMARK(BM_PollOneReplica)->Args({3334, 1})->Args({3334, 3})->Args({3334, 4})->Unit(benchmark::kMillisecond);
 
