@@ -293,7 +293,8 @@ TEST_F(CostSelectionTest, ARuleThatFiresWithoutPayingIsDropped) {
 
 TEST(VerdictTest, PeakMayGrowByTheMarginOrTheFloorWhicheverIsMore) {
   constexpr int64_t kMiB = int64_t{1} << 20;
-  VerdictMargins m;  // 1%, 4 MiB
+  VerdictMargins m;
+  m.memory = 0.01;  // the margin clause: 1%, or the 4 MiB floor
   EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 14 * kMiB, m), 0);
   EXPECT_EQ(ExcessPeakBytes(10 * kMiB, 15 * kMiB, m), kMiB);
   EXPECT_EQ(ExcessPeakBytes(1024 * kMiB, 1034 * kMiB, m), 0);  // 1% of 1 GiB is 10.24 MiB

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "passes/optimizer.h"
 #include "passes/rule_set.h"
+#include "runtime/decision_clause.h"
 #include "runtime/cost_selection.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_io.h"
@@ -107,20 +108,6 @@ struct PipelineRequest {
 // Where a pipeline stopped without a decision.
 enum class PipelineStage { kLoad, kPlace, kSelect, kRewrite, kCount, kSave, kValidate, kDecide };
 
-// The clause that decided the outcome (report.json "decision"; sentierd's metrics count them).
-enum class DecisionClause {
-  kNoRuleApplied,       // nothing fired (or the gate kept no rule)
-  kGateNothingPays,     // the gate: no set of rules was faster
-  kGateOverMemory,      // the gate: every set that changes the model is over the memory bound
-  kGateNotConfirmed,    // the gate: faster at first, not when timed again
-  kUntimedGrowth,       // nothing timed, and the graph runs more aten ops
-  kTimedNotFaster,      // the validated artifact was not faster on the device
-  kTimedMoreMemory,     // the validated artifact needed more peak memory
-  kReusedUnchanged,     // an earlier version's decision (unchanged) reused
-  kOptimized,           // published optimized
-  kFailed,              // rejected, or the output could not be written
-};
-absl::string_view DecisionClauseName(DecisionClause clause);
 
 // LoadedModel (load stage): the model as loaded, its sample inputs, and what is known before any
 // rewrite.

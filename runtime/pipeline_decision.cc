@@ -96,22 +96,6 @@ MemoryJudgement GateMemory(const CostSelection& sel, const VerdictMargins& margi
 
 }  // namespace
 
-absl::string_view DecisionClauseName(DecisionClause clause) {
-  switch (clause) {
-    case DecisionClause::kNoRuleApplied: return "no_rule_applied";
-    case DecisionClause::kGateNothingPays: return "gate_nothing_pays";
-    case DecisionClause::kGateOverMemory: return "gate_over_memory";
-    case DecisionClause::kGateNotConfirmed: return "gate_not_confirmed";
-    case DecisionClause::kUntimedGrowth: return "untimed_growth";
-    case DecisionClause::kTimedNotFaster: return "timed_not_faster";
-    case DecisionClause::kTimedMoreMemory: return "timed_more_memory";
-    case DecisionClause::kReusedUnchanged: return "reused_unchanged";
-    case DecisionClause::kOptimized: return "optimized";
-    case DecisionClause::kFailed: return "failed";
-  }
-  return "failed";
-}
-
 std::string MemoryHint(const PipelineRequest& req, const Outcome& out) {
   if (!out.selection || out.selection->memory_margin_for_all_rules < 0) return "";
   const CostSelection& sel = *out.selection;

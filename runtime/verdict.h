@@ -121,14 +121,13 @@ inline MemoryJudgement JudgeMemory(const StepFigures& original, const StepFigure
   return j;
 }
 
-// ExcessPeakBytes: bytes by which the candidate's peak exceeds what the margin clause allows
-// (0: within bounds, or the bound is off); a default policy (NaN) is judged as the 1% margin it
-// replaced, for callers that have no times.
+// ExcessPeakBytes: JudgeMemory's excess on peaks alone, without times (the owner's absolute
+// budget aside): a margin bounds them as usual; the default policy, knowing no speed-up, allows
+// the original's peak (and the floor).
 inline int64_t ExcessPeakBytes(int64_t original_peak, int64_t candidate_peak, const VerdictMargins& m) {
-  VerdictMargins margin = m;
-  if (std::isnan(margin.memory)) margin.memory = 0.01;
-  margin.max_step_bytes = -1;
-  return JudgeMemory({-1, original_peak}, {-1, candidate_peak}, margin).excess_bytes;
+  VerdictMargins peaks_only = m;
+  peaks_only.max_step_bytes = -1;
+  return JudgeMemory({-1, original_peak}, {-1, candidate_peak}, peaks_only).excess_bytes;
 }
 
 // MemoryMarginNeeded: the smallest memory margin, in hundredths, under which `candidate_peak` is

@@ -1,6 +1,8 @@
 // daemon_metrics.cc — sentierd's metrics over prometheus-cpp (see daemon_metrics.h).
 #include "runtime/daemon/daemon_metrics.h"
 
+#include "runtime/decision_clause.h"
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -38,11 +40,12 @@ const std::vector<double>& DaemonMetrics::DurationBuckets() {
 }
 
 const std::vector<std::string>& DaemonMetrics::KnownClauses() {
-  // runtime/pipeline_decision.cc, DecisionClauseName (daemon_metrics_test checks they agree).
-  static const std::vector<std::string> kClauses = {
-      "no_rule_applied",  "gate_nothing_pays", "gate_over_memory", "gate_not_confirmed",
-      "untimed_growth",   "timed_not_faster",  "timed_more_memory", "reused_unchanged",
-      "optimized",        "failed"};
+  // The decide stage's clauses (runtime/decision_clause.h).
+  static const std::vector<std::string> kClauses = [] {
+    std::vector<std::string> names;
+    for (DecisionClause c : kDecisionClauses) names.emplace_back(DecisionClauseName(c));
+    return names;
+  }();
   return kClauses;
 }
 

@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "runtime/pipeline.h"
 
 namespace sentier {
 namespace {
@@ -195,16 +194,6 @@ TEST(DaemonMetricsTest, ReadyOnceRulesAreLoadedAndAPollSucceeded) {
   EXPECT_TRUE(absl::StrContains(m.NotReadyReason(), "not been polled")) << m.NotReadyReason();
   m.SetPollSucceeded(1);
   EXPECT_EQ(m.NotReadyReason(), "");
-}
-
-// The clauses counted by name are the decide stage's (runtime/pipeline.h).
-TEST(DaemonMetricsTest, KnownClausesAreThePipelinesClauses) {
-  std::vector<std::string> names;
-  for (int c = static_cast<int>(DecisionClause::kNoRuleApplied);
-       c <= static_cast<int>(DecisionClause::kFailed); ++c) {
-    names.push_back(std::string(DecisionClauseName(static_cast<DecisionClause>(c))));
-  }
-  EXPECT_EQ(names, DaemonMetrics::KnownClauses());
 }
 
 }  // namespace
