@@ -107,6 +107,8 @@ check cost_measure_stacked 0 "cost: all rules" -- "$OPT" --input="$TOWERS/script
 # (The report is indented by two per level: the selection's keys by four.)
 grep -qE '^    "param_layout": "stacked",?$' "$T/cost_stacked.json" ||
   { echo "FAIL cost_measure_stacked: the gate did not measure the stacked layout"; grep -A3 '"selection"' "$T/cost_stacked.json"; fails=$((fails + 1)); }
+check memory_margin_word 2 "--memory_margin: memory margin must be auto or a number" -- "$OPT" --input="$T/model.pt" --output="$T/mm.pt" --inputs="$T/inputs.pt" --rules="$RULES" --cost=measure --memory_margin=lots
+[[ ! -e "$T/mm.pt" ]] || { echo "FAIL a bad --memory_margin wrote an output"; fails=$((fails + 1)); }
 check cost_needs_inputs 2 "needs a .pt model and --inputs" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=measure
 check cost_bad_value 2 "--cost must be none or measure" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --rules="$RULES" --cost=bogus
 check bad_mode 2 "--mode must be training or inference, not 'bogus'" -- "$OPT" --input="$T/model.pt" --output="$T/mode.pt" --inputs="$T/inputs.pt" --rules="$RULES" --mode=bogus

@@ -81,5 +81,14 @@ grep -q '"reused": false' "$rep" && grep -q 'the architecture changed' "$rep" &&
 for rep in "$T"/out2/*/2/report.json; do
   "$RUN/tools/check_report" --schema="$SCHEMA" "$rep" >/dev/null || fail "schema: $rep"
 done
+# The memory policy's flags: a bad word is bad flags (exit 2), naming the flag; nothing written.
+"$D" --once --registry="$T/reg1" --output="$T/out_bad" --memory_margin=lots >"$T/bad.log" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q -- "--memory_margin: memory margin must be auto or a number" "$T/bad.log" && [[ ! -e "$T/out_bad" ]] \
+  && ok "--memory_margin=lots: exit 2" || fail "--memory_margin=lots: exit $rc: $(cat "$T/bad.log")"
+"$D" --once --registry="$T/reg1" --output="$T/out_bad" --max_memory_share=1.5 >"$T/bad.log" 2>&1
+rc=$?
+[[ $rc == 2 ]] && grep -q -- "--max_memory_share must be in (0, 1]" "$T/bad.log" \
+  && ok "--max_memory_share=1.5: exit 2" || fail "--max_memory_share=1.5: exit $rc: $(cat "$T/bad.log")"
 echo "sentierd_defaults_test: $passes passed, $fails failed"
 [[ $fails == 0 ]]
