@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
@@ -130,6 +131,7 @@ class Optimizer {
     RewriteOptions ro;
     ro.max_rounds = options_.max_rounds;
     ro.stacked_parameters = options_.stacked_parameters;
+    ro.storable_parameter = options_.storable_parameter;
     ro.self = canon_.self;
     for (int outer = 0; outer < 4; ++outer) {
       canon_.facts = facts_ptr_;
@@ -156,12 +158,33 @@ class Optimizer {
   absl::Status StoreStackedLayout() {
     if (!options_.stacked_parameters) return absl::OkStatus();
     if (!canon_.self.isObject()) {
+      if (options_.storable_parameter) return absl::OkStatus();  // parameters are graph inputs
       return absl::InvalidArgumentError("stacked parameters need the module (a .pt model)");
     }
     torch::jit::Module module(canon_.self.toObject());
     auto layout = StoreStackedParameters(module, graph_);
     if (!layout.ok()) return layout.status();
     report_.param_layout = std::move(*layout);
+    return SparseTablesAreStored(*graph_);
+  }
+
+  // A lookup with a sparse gradient must read a parameter: through a concatenation in the graph
+  // its gradient would not reach the tables (the rules that batch sparse tables fire only where
+  // the stacked layout stores them; this holds them to it).
+  static absl::Status SparseTablesAreStored(const Graph& graph) {
+    for (const torch::jit::Node* n : graph.nodes()) {
+      const bool bag = n->kind() == c10::aten::embedding_bag;
+      if (!bag && n->kind() != c10::aten::embedding) continue;
+      const size_t sparse_at = bag ? 5 : 4;
+      if (n->inputs().size() <= sparse_at) continue;
+      c10::optional<c10::IValue> sparse = torch::jit::toIValue(n->input(sparse_at));
+      if (!sparse || !sparse->isBool() || !sparse->toBool()) continue;
+      if (n->input(0)->node()->kind() == c10::aten::cat) {
+        return absl::InternalError(absl::StrCat(
+            "a lookup with a sparse gradient reads a concatenation of tables the stacked layout "
+            "did not store (", n->input(0)->debugName(), "); its gradient would not be sparse"));
+      }
+    }
     return absl::OkStatus();
   }
 

@@ -46,6 +46,11 @@ struct OptimizeOptions {
   // Store the parameters the batching rules stack as stacked parameters of the module (see
   // stacked_parameters.h; needs `self`). false: the original layout, parameters stay as they are.
   bool stacked_parameters = false;
+  // With stacked_parameters: which parameter reads a stored stack can hold (rules ask it through
+  // `storable_parameters()`). Unset: those StorableParameterReads finds in `self`. A graph whose
+  // parameters are its inputs (a rule's golden test) sets its own and is given no module: nothing
+  // is stored then, the stacks stay in the graph.
+  std::function<bool(const torch::jit::Value* v)> storable_parameter;
 };
 
 struct OptimizeReport {

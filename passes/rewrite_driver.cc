@@ -34,6 +34,7 @@
 #include "passes/internal/rewriter.h"
 #include "passes/module_objects.h"
 #include "passes/remove_dead_nodes.h"
+#include "passes/stacked_parameters.h"
 
 namespace sentier {
 namespace {
@@ -259,11 +260,11 @@ class WrittenRegion {
 // hold and `legal` agrees, performs the rewrite.
 internal::ApplyResult TryApply(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                                const internal::LegalityCheck& legal, std::string* error,
-                               bool stacked_parameters) {
+                               const internal::RuleEnvironment& env) {
   internal::Bindings b;
   if (!internal::MatchRule(rule, anchor, &b)) return internal::ApplyResult::kNoMatch;
   internal::EvalContext ctx =
-      internal::MakeContext(rule, anchor, facts, &b, &legal, stacked_parameters);
+      internal::MakeContext(rule, anchor, facts, &b, &legal, env);
   if (!internal::ConstraintsHold(rule.ast.where, ctx)) return internal::ApplyResult::kNoMatch;
   if (legal && !legal(b.matched_order, anchor)) return internal::ApplyResult::kIllegal;
   return internal::Rewrite(rule, ctx, error);
@@ -449,7 +450,8 @@ struct RoundProgress {
 
 // Applies the group rule `rule` to every candidate anchor of the round at once.
 void ApplyGroupRuleInRound(const CompiledRule& rule, const RoundIndex& index, Graph* graph,
-                           const RewriteOptions& options, const internal::LegalityCheck& legal,
+                           const RewriteOptions& options, const internal::RuleEnvironment& env,
+                           const internal::LegalityCheck& legal,
                            RewriteStats* stats, RoundProgress* progress) {
   const std::string& name = rule.ast.name;
   // The anchor's kinds, merged into program order (the indexing keeps each kind's list in
@@ -468,8 +470,7 @@ void ApplyGroupRuleInRound(const CompiledRule& rule, const RoundIndex& index, Gr
       stats->grouped_members[name] += static_cast<int64_t>(members);
     }
   };
-  if (internal::ApplyGroupRule(candidates, rule, options.facts, legal, report,
-                               options.stacked_parameters)) {
+  if (internal::ApplyGroupRule(candidates, rule, options.facts, legal, report, env)) {
     progress->changed = true;
     progress->mark = NextUnique(graph);  // what the groups created is not another rule's
   }
@@ -477,7 +478,8 @@ void ApplyGroupRuleInRound(const CompiledRule& rule, const RoundIndex& index, Gr
 
 // Applies the ordinary rule `rule` at each candidate anchor of the round, one at a time.
 void ApplyRuleInRound(const CompiledRule& rule, const RoundIndex& index, int round, Graph* graph,
-                      const RewriteOptions& options, const internal::LegalityCheck& legal,
+                      const RewriteOptions& options, const internal::RuleEnvironment& env,
+                      const internal::LegalityCheck& legal,
                       RewriteStats* stats, RoundProgress* progress) {
   const std::string& name = rule.ast.name;
   // Anchor kinds in a fixed order (by name), so results never depend on hashing.
@@ -497,7 +499,7 @@ void ApplyRuleInRound(const CompiledRule& rule, const RoundIndex& index, int rou
       std::vector<std::pair<size_t, size_t>>& mine = stats->created_by[name];
       bool own_output = CreatedBy(mine, anchor);
       internal::ApplyResult res =
-          TryApply(rule, anchor, options.facts, legal, &error, options.stacked_parameters);
+          TryApply(rule, anchor, options.facts, legal, &error, env);
       Record(stats, name, res, error);
       if (res != internal::ApplyResult::kApplied) continue;
       progress->changed = true;
@@ -525,6 +527,18 @@ void RecordRound(const std::vector<std::string>& fed_itself, RewriteStats* stats
   }
 }
 
+// Environment: what the rules of a round know beyond the graph.
+internal::RuleEnvironment Environment(Graph& graph, const RewriteOptions& options) {
+  internal::RuleEnvironment env;
+  env.stacked_parameters = options.stacked_parameters;
+  if (options.stacked_parameters) {
+    env.storable_parameter = options.storable_parameter
+                                 ? options.storable_parameter
+                                 : StorableParameterReads(graph, options.self);
+  }
+  return env;
+}
+
 }  // namespace
 
 // Each round: collect candidates -> set up legality -> apply every rule (in load order) ->
@@ -542,6 +556,7 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
     progress.mark = NextUnique(graph.get());
     round_start = progress.mark;
     RoundLegality legality(graph, index, options.self);
+    const internal::RuleEnvironment env = Environment(*graph, options);
     const internal::LegalityCheck legal = [&legality](const std::vector<Node*>& matched,
                                                       Node* anchor) {
       return legality.Allows(matched, anchor);
@@ -550,9 +565,9 @@ bool ApplyRules(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
       const CompiledRule& rule = rules.compiled(r);
       if (stats->stopped.count(rule.ast.name) != 0) continue;
       if (rule.ast.is_group) {
-        ApplyGroupRuleInRound(rule, index, graph.get(), options, legal, stats, &progress);
+        ApplyGroupRuleInRound(rule, index, graph.get(), options, env, legal, stats, &progress);
       } else {
-        ApplyRuleInRound(rule, index, round, graph.get(), options, legal, stats, &progress);
+        ApplyRuleInRound(rule, index, round, graph.get(), options, env, legal, stats, &progress);
       }
     }
     RecordRound(progress.fed_itself, stats);

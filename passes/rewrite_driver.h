@@ -11,6 +11,7 @@
 #ifndef SENTIER_PASSES_REWRITE_DRIVER_H_
 #define SENTIER_PASSES_REWRITE_DRIVER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,9 @@ struct RewriteOptions {
   // The artifact stores stacked parameters (OptimizeOptions::stacked_parameters): rules see it
   // through `param_layout()`.
   bool stacked_parameters = false;
+  // With stacked_parameters: which parameter reads a stored stack can hold (rules see it through
+  // `storable_parameters()`). Unset: StorableParameterReads of `self`, taken anew each round.
+  std::function<bool(const torch::jit::Value* v)> storable_parameter;
 };
 
 struct RewriteStats {

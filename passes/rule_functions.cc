@@ -154,6 +154,19 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                        [](auto&, auto& ctx) -> absl::StatusOr<Datum> {
                          return Datum::Str(ctx.stacked_parameters ? "stacked" : "original");
                        }};
+  f["storable_parameters"] = {
+      1, 1,
+      "storable_parameters(vs...): the layout is stacked and each value is a parameter that a "
+      "stored stack can hold: the only tensor of a module other than the root, which "
+      "--param_layout=stacked then moves out whole (passes/stacked_parameters.h)",
+      [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+        if (!ctx.stacked_parameters || !ctx.storable_parameter) return Datum::Bool(false);
+        for (Value* v : vs) {
+          if (!ctx.storable_parameter(v)) return Datum::Bool(false);
+        }
+        return Datum::Bool(true);
+      }};
   f["min"] = {1, 1, "min(list): smallest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
                 SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
                 if (xs.empty()) return Err("min of an empty list");

@@ -653,6 +653,39 @@ absl::Status RecordLayout(torch::jit::Module& module, const ParamLayout& layout)
 
 }  // namespace
 
+namespace {
+
+// Tensors an object holds: its own tensor attributes and those of its object attributes.
+int64_t TensorsHeld(const c10::intrusive_ptr<c10::ivalue::Object>& obj, int depth = 0) {
+  if (depth > 64) return 2;  // deeper than any module tree: never "alone"
+  int64_t n = 0;
+  for (size_t i = 0; i < obj->slots().size(); ++i) {
+    const c10::IValue& v = obj->getSlot(i);
+    if (v.isTensor() && v.toTensor().defined()) ++n;
+    if (v.isObject()) n += TensorsHeld(v.toObject(), depth + 1);
+  }
+  return n;
+}
+
+}  // namespace
+
+std::function<bool(const torch::jit::Value* v)> StorableParameterReads(Graph& graph,
+                                                                       const c10::IValue& self) {
+  auto objects = std::make_shared<ModuleObjectMap>(ModuleObjects(graph, self));
+  const torch::jit::Value* root = graph.inputs().empty() ? nullptr : graph.inputs()[0];
+  return [objects, root](const torch::jit::Value* v) {
+    const Node* n = v->node();
+    if (n->kind() != c10::prim::GetAttr || n->input() == root) return false;
+    auto it = objects->find(n->input());
+    if (it == objects->end()) return false;
+    const c10::intrusive_ptr<c10::ivalue::Object>& owner = it->second;
+    c10::optional<size_t> slot = owner->type()->findAttributeSlot(n->s(c10::attr::name));
+    if (!slot || !owner->type()->is_parameter(*slot)) return false;
+    const c10::IValue& value = owner->getSlot(*slot);
+    return value.isTensor() && value.toTensor().defined() && TensorsHeld(owner) == 1;
+  };
+}
+
 absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, const std::shared_ptr<Graph>& graph) {
   ParamLayout layout;
   ObjectPtr root = module._ivalue();

@@ -26,6 +26,7 @@
 #define SENTIER_PASSES_STACKED_PARAMETERS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,17 @@ constexpr char kParamLayoutAttribute[] = "sentier_param_layout";
 // layout (empty when no stack qualified; the module is then unchanged).
 absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module,
                                                    const std::shared_ptr<torch::jit::Graph>& graph);
+
+// StorableParameterReads: a predicate over the values of `graph`, a method graph of `self`: true
+// for a prim::GetAttr read of a parameter that is the only tensor of its module (no other
+// parameter or buffer, none in its submodules), a module other than the root. Once such a
+// parameter is in a stack or cat of parameters, StoreStackedParameters can move its module out
+// whole and store the stack, so no step copies it. Rules ask it through `storable_parameters()`
+// (the table-batched lookups of sparse tables depend on it: a sparse gradient cannot be split
+// back through a concatenation in the graph). The predicate reads the module objects as of this
+// call.
+std::function<bool(const torch::jit::Value* v)> StorableParameterReads(
+    torch::jit::Graph& graph, const c10::IValue& self);
 
 // ReadParamLayout: the layout an artifact carries (empty for one in the original layout).
 absl::StatusOr<ParamLayout> ReadParamLayout(const torch::jit::Module& module);

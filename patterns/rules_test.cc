@@ -4,6 +4,9 @@
 //   # RULES: <RE2>         only rules whose name matches run (default: the whole library)
 //   # FIRES: <rule>        the rule must fire at least once
 //   # NOT-FIRES: <rule>    the rule must not fire (negative case)
+//   # LAYOUT: stacked      rules see --param_layout=stacked, and the %param_* inputs as parameters
+//                          a stored stack can hold (storable_parameters()); nothing is stored:
+//                          the stacks stay in the graph, which the numeric check runs
 //   # CHECK...: ...        FileCheck lines, run on the optimized graph
 // Inputs named %param_* are parameters passed as inputs: they do not follow the batch size.
 // Every file is also a numeric test: EquivalenceChecker::CheckGraphs runs the original and the
@@ -72,6 +75,7 @@ struct Case {
   std::string text;
   std::string enable;
   std::vector<std::string> fires, not_fires;
+  bool stacked = false;
 };
 
 Case ReadCase(const std::string& file) {
@@ -83,6 +87,11 @@ Case ReadCase(const std::string& file) {
     line = absl::StripLeadingAsciiWhitespace(line);
     if (absl::ConsumePrefix(&line, "# RULES:")) c.enable = std::string(absl::StripAsciiWhitespace(line));
     if (absl::ConsumePrefix(&line, "# FIRES:")) c.fires.emplace_back(absl::StripAsciiWhitespace(line));
+    if (absl::ConsumePrefix(&line, "# LAYOUT:")) {
+      std::string layout(absl::StripAsciiWhitespace(line));
+      EXPECT_TRUE(layout == "stacked" || layout == "original") << file << ": LAYOUT " << layout;
+      c.stacked = layout == "stacked";
+    }
     if (absl::ConsumePrefix(&line, "# NOT-FIRES:")) {
       c.not_fires.emplace_back(absl::StripAsciiWhitespace(line));
     }
@@ -112,6 +121,12 @@ Outcome Optimize(const std::string& file, const Case& c) {
   OptimizeOptions opts;
   opts.sample_inputs = &o.inputs;
   opts.fixed_inputs = ParamInputs(*o.original);
+  if (c.stacked) {
+    opts.stacked_parameters = true;
+    opts.storable_parameter = [](const torch::jit::Value* v) {
+      return v->node()->kind() == c10::prim::Param && absl::StartsWith(v->debugName(), "param_");
+    };
+  }
   auto report = OptimizeGraph(o.optimized, **rules, opts);
   EXPECT_TRUE(report.ok()) << report.status();
   if (report.ok()) o.report = *report;

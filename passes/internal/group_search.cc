@@ -328,11 +328,11 @@ bool SameShapeByConstruction(Value* a, Value* b, const ShapeFacts* facts, int de
 }  // namespace
 
 bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
-                      GroupMember* out, bool stacked_parameters) {
+                      GroupMember* out, const RuleEnvironment& env) {
   GroupMember m;
   m.anchor = anchor;
   if (!MatchRule(rule, anchor, &m.bindings)) return false;
-  EvalContext ctx = MakeContext(rule, anchor, facts, &m.bindings, nullptr, stacked_parameters);
+  EvalContext ctx = MakeContext(rule, anchor, facts, &m.bindings, nullptr, env);
   if (!ConstraintsHold(rule.ast.where, ctx)) return false;
   std::vector<std::string> key;
   for (const ExprPtr& k : rule.ast.key) {
@@ -355,7 +355,7 @@ namespace {
 // ApplyGroup: rewrites `members` (same block, same key, independent) as one group.
 ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>& all_members,
                        ShapeFacts* facts, const LegalityCheck& legal, std::string* error,
-                       bool stacked_parameters) {
+                       const RuleEnvironment& env) {
   if (all_members.empty()) return ApplyResult::kNoMatch;
   // Keys compare sizes seen on the samples; stacking needs equal sizes for every batch. Keep the
   // members whose batch-following values are provably shaped like the first member's.
@@ -414,7 +414,7 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
       if (!HoistAfter(in, &cursor)) return ApplyResult::kNoMatch;
     }
   }
-  EvalContext ctx = MakeContext(rule, anchor, facts, &combined, &legal, stacked_parameters);
+  EvalContext ctx = MakeContext(rule, anchor, facts, &combined, &legal, env);
   return Rewrite(rule, ctx, error);
 }
 
@@ -472,7 +472,7 @@ bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& ru
 
 bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
                     ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report,
-                    bool stacked_parameters) {
+                    const RuleEnvironment& env) {
   if (NoGroupCanForm(candidates, rule)) return false;
   const std::string& name = rule.ast.name;
   std::vector<std::string> bucket_order;
@@ -483,7 +483,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
   for (Node* n : candidates) {
     if (!HasLiveUses(n)) continue;  // replaced earlier in this round, or feeding only such nodes
     GroupMember m;
-    bool ok = MatchGroupMember(rule, n, facts, &m, stacked_parameters);
+    bool ok = MatchGroupMember(rule, n, facts, &m, env);
     SENTIER_DEBUG(kGroups, "group " << name << " candidate %" << n->output(0)->debugName()
                                     << " -> " << (ok ? m.key : std::string("no match")));
     if (!ok) continue;
@@ -509,7 +509,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
         for (auto& m : group) ptrs.push_back(&m);
         std::string error;
         touched = true;
-        ApplyResult res = ApplyGroup(rule, ptrs, facts, legal, &error, stacked_parameters);
+        ApplyResult res = ApplyGroup(rule, ptrs, facts, legal, &error, env);
         if (res == ApplyResult::kApplied) changed = true;
         report(res, group.size(), error);
       }
@@ -525,7 +525,7 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
       } else {
         // Matched again: an earlier group of this round may have rewired this member's inputs.
         Node* anchor = first.anchor;
-        if (!MatchGroupMember(rule, anchor, facts, &m, stacked_parameters)) continue;
+        if (!MatchGroupMember(rule, anchor, facts, &m, env)) continue;
         if (absl::StrCat(reinterpret_cast<uintptr_t>(anchor->owningBlock()), "#", m.key) != key) continue;
       }
       Node* new_def = IsBefore(last_def, m.last_input_def) ? m.last_input_def : last_def;

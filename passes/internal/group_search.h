@@ -33,7 +33,7 @@ struct GroupMember {
 // MatchGroupMember: matches a group rule's pattern and `where` lines at `anchor` and evaluates
 // its key; false when it does not match or the key cannot be evaluated.
 bool MatchGroupMember(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
-                      GroupMember* out, bool stacked_parameters = false);
+                      GroupMember* out, const RuleEnvironment& env = RuleEnvironment());
 
 // GroupReport: told the outcome of every group that was tried (kNoMatch included), its number
 // of members and, for kError, why the rewrite failed.
@@ -48,10 +48,10 @@ using GroupReport =
 // `candidates`: the round's nodes of the anchor's kinds, in program order (nodes created during
 // the round are members from the next round on, as for ordinary rules). Returns whether any
 // group was rewritten.
-// `stacked_parameters`: the artifact's layout, for rules that ask `param_layout()`.
+// `env`: what rules know beyond the graph (the artifact's layout, for `param_layout()`).
 bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
                     ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report,
-                    bool stacked_parameters = false);
+                    const RuleEnvironment& env = RuleEnvironment());
 
 // FollowsBatch: a tensor value whose size may change with the batch (a dynamic dim in the facts,
 // or no facts at all); module parameters and constants never do.

@@ -29,7 +29,7 @@ using LegalityCheck = std::function<bool(const std::vector<Node*>& matched, Node
 // non-empty `legal`, builtins may ask it about nodes beyond the match.
 EvalContext MakeContext(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                         Bindings* bindings, const LegalityCheck* legal,
-                        bool stacked_parameters = false);
+                        const RuleEnvironment& env = RuleEnvironment());
 
 // Rewrite: runs `rule`'s rewrite section on the bindings of `ctx`: kApplied; kNoMatch when it
 // changed nothing (a builtin declined, or every replacement was invalid); kError, with `*error`

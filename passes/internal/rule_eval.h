@@ -35,6 +35,15 @@ struct EvalContext {
   // The artifact stores the parameters the batching rules stack as stacked parameters
   // (`param_layout()` in rules).
   bool stacked_parameters = false;
+  // Which parameter reads that layout can store inside a stored stack (`storable_parameters()`
+  // in rules); unset: none.
+  std::function<bool(const Value* v)> storable_parameter;
+};
+
+// RuleEnvironment: what rules may know beyond the graph and the facts (set by the driver).
+struct RuleEnvironment {
+  bool stacked_parameters = false;
+  std::function<bool(const Value* v)> storable_parameter;
 };
 
 // Functions usable in `where` lines and rewrite arguments.
