@@ -7,7 +7,9 @@
 #include "passes/stacked_parameters.h"
 
 #include <cstdlib>
+#include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -209,33 +211,270 @@ int64_t CountKind(const torch::jit::Module& m, const char* kind) {
   return n;
 }
 
-// DLRM's tables as its reference code builds them (EmbeddingBag(sparse=True)): even with stacked
-// parameters the 8 lookups stay apart (the concatenation's backward cannot split a sparse
-// gradient, and a rule cannot promise the stored table), each table keeps its sparse gradient,
-// and the artifact checks equivalent, gradients compared densified with their layouts.
-TEST(SparseTablesTest, StayApartAndKeepSparseGradients) {
+// DLRM's tables as its reference code builds them (EmbeddingBag(sparse=True)). In the original
+// layout the 8 lookups stay apart (the concatenation's backward cannot split a sparse gradient)
+// and each table keeps its sparse gradient.
+TEST(SparseTablesTest, OriginalLayoutKeepsTheLookupsApart) {
+  for (const std::string kind : {"scripted", "traced"}) {
+    SCOPED_TRACE(kind);
+    Stacked s = MakeStacked(kind, /*stacked=*/false, "dlrm_sparse");
+    ASSERT_FALSE(s.path.empty());
+    torch::jit::Module artifact = torch::jit::load(s.path);
+    EXPECT_EQ(CountKind(artifact, "aten::embedding_bag"), 8);
+    at::Tensor table = artifact.attr("emb_l").toModule().attr("3").toModule().attr("weight").toTensor();
+    table.requires_grad_(true);
+    artifact.forward(s.inputs).toTensor().sum().backward();
+    ASSERT_TRUE(table.grad().defined());
+    EXPECT_TRUE(table.grad().is_sparse());
+  }
+}
+
+// With stacked parameters the 8 tables become one stored table read by one lookup
+// (batch_embedding_bag_stored_tables), its gradient one sparse tensor, equal row for row to the
+// original tables' gradients; the artifact checks equivalent (gradients densified) and
+// original_state_dict() gives every table back.
+TEST(SparseTablesTest, StackedLayoutStoresOneTableWithOneSparseGradient) {
   for (const std::string kind : {"scripted", "traced"}) {
     SCOPED_TRACE(kind);
     Stacked s = MakeStacked(kind, /*stacked=*/true, "dlrm_sparse");
     ASSERT_FALSE(s.path.empty());
-    EXPECT_TRUE(s.layout.stacked.empty());
+    ASSERT_EQ(s.layout.stacked.size(), 1u);
+    const StackedParameter& stored = s.layout.stacked[0];
+    EXPECT_EQ(stored.op, "cat");
+    EXPECT_EQ(stored.members.size(), 8u);
     torch::jit::Module original = torch::jit::load(Corpus("dlrm_sparse/" + kind + ".pt"));
     torch::jit::Module artifact = torch::jit::load(s.path);
-    EXPECT_EQ(CountKind(artifact, "aten::embedding_bag"), 8);
+    EXPECT_EQ(CountKind(artifact, "aten::embedding_bag"), 1);
+    EXPECT_EQ(CountKind(artifact, "aten::cat"), 4);  // indices, offsets, and the model's two
     CheckOptions check;
     check.trials = 2;
     auto r = EquivalenceChecker(check).Check(original, artifact, s.inputs);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->equivalent) << r->first_failure;
+
     at::Tensor table;
     for (const auto& p : artifact.named_parameters()) {
-      if (p.name == "emb_l.3.weight") table = p.value;
+      if (p.name == stored.name) table = p.value;
     }
-    ASSERT_TRUE(table.defined());
+    ASSERT_TRUE(table.defined()) << stored.name;
     table.requires_grad_(true);
     artifact.forward(s.inputs).toTensor().sum().backward();
     ASSERT_TRUE(table.grad().defined());
     EXPECT_TRUE(table.grad().is_sparse());
+    std::vector<at::Tensor> grads;
+    for (const auto& p : original.named_parameters()) p.value.requires_grad_(true);
+    original.forward(s.inputs).toTensor().sum().backward();
+    for (const std::string& member : stored.members) {
+      for (const auto& p : original.named_parameters()) {
+        if (p.name == member) grads.push_back(p.value.grad().to_dense());
+      }
+    }
+    ASSERT_EQ(grads.size(), 8u);
+    EXPECT_TRUE(at::allclose(table.grad().to_dense(), at::cat(grads, 0), 1e-6, 1e-6));
+    auto sd = artifact.run_method("original_state_dict").toGenericDict();
+    for (const auto& p : original.named_parameters()) {
+      ASSERT_TRUE(sd.contains(p.name)) << p.name;
+      EXPECT_TRUE(at::equal(sd.at(p.name).toTensor(), p.value)) << p.name;
+    }
+  }
+}
+
+// Optimizers a sparse table trains with, as PyTorch (or FBGEMM) define them, for the ones LibTorch
+// lacks. Each updates only the rows a sparse gradient touches (every element of a dense one).
+// Per-row state is what makes an optimizer exact on a stored table: a row of the stored table is
+// a row of exactly one original table.
+class RowOptimizer : public torch::optim::Optimizer {
+ public:
+  explicit RowOptimizer(std::vector<at::Tensor> params)
+      : Optimizer({torch::optim::OptimizerParamGroup(std::move(params))},
+                  std::make_unique<torch::optim::SGDOptions>(0.0)) {}
+  at::Tensor step(LossClosure closure = nullptr) override {
+    torch::NoGradGuard no_grad;
+    for (at::Tensor& p : param_groups()[0].params()) {
+      if (!p.grad().defined()) continue;
+      at::Tensor g = p.grad();
+      at::Tensor rows, values;
+      if (g.is_sparse()) {
+        g = g.coalesce();
+        rows = g.indices()[0];
+        values = g.values();
+      } else {
+        rows = at::arange(p.size(0), at::kLong);
+        values = g;
+      }
+      Update(p, rows, values);
+    }
+    return at::Tensor();
+  }
+  // The state of `p` (rows along dim 0) that a comparison of two models reads.
+  virtual at::Tensor State(const at::Tensor& p) = 0;
+
+ protected:
+  virtual void Update(at::Tensor& p, const at::Tensor& rows, const at::Tensor& values) = 0;
+  at::Tensor& Slot(std::map<const void*, at::Tensor>& slots, const at::Tensor& p, at::IntArrayRef shape) {
+    auto it = slots.find(p.unsafeGetTensorImpl());
+    if (it == slots.end()) it = slots.emplace(p.unsafeGetTensorImpl(), at::zeros(shape)).first;
+    return it->second;
+  }
+};
+
+// torch.optim.SparseAdam: Adam on the touched rows (their moments; bias correction by the
+// parameter's own step count).
+class SparseAdamReference : public RowOptimizer {
+ public:
+  SparseAdamReference(std::vector<at::Tensor> params, double lr) : RowOptimizer(std::move(params)), lr_(lr) {}
+  at::Tensor State(const at::Tensor& p) override { return Slot(v_, p, p.sizes()); }
+
+ protected:
+  void Update(at::Tensor& p, const at::Tensor& rows, const at::Tensor& g) override {
+    at::Tensor& m = Slot(m_, p, p.sizes());
+    at::Tensor& v = Slot(v_, p, p.sizes());
+    int64_t t = ++steps_[p.unsafeGetTensorImpl()];
+    at::Tensor mr = m.index_select(0, rows) * kBeta1 + g * (1 - kBeta1);
+    at::Tensor vr = v.index_select(0, rows) * kBeta2 + g * g * (1 - kBeta2);
+    m.index_copy_(0, rows, mr);
+    v.index_copy_(0, rows, vr);
+    double step = lr_ * std::sqrt(1 - std::pow(kBeta2, t)) / (1 - std::pow(kBeta1, t));
+    p.index_add_(0, rows, -step * mr / (vr.sqrt() + 1e-8));
+  }
+
+ private:
+  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999;
+  double lr_;
+  std::map<const void*, at::Tensor> m_, v_;
+  std::map<const void*, int64_t> steps_;
+};
+
+// Row-wise Adagrad (FBGEMM's EXACT_ROWWISE_ADAGRAD, the usual optimizer of table-batched
+// embeddings): one accumulator per row, the mean of the row's squared gradient.
+class RowWiseAdagradReference : public RowOptimizer {
+ public:
+  RowWiseAdagradReference(std::vector<at::Tensor> params, double lr) : RowOptimizer(std::move(params)), lr_(lr) {}
+  at::Tensor State(const at::Tensor& p) override { return Slot(sum_, p, {p.size(0)}); }
+
+ protected:
+  void Update(at::Tensor& p, const at::Tensor& rows, const at::Tensor& g) override {
+    at::Tensor& sum = Slot(sum_, p, {p.size(0)});
+    at::Tensor g2 = p.dim() > 1 ? (g * g).flatten(1).mean(1) : g * g;
+    sum.index_add_(0, rows, g2);
+    at::Tensor denom = sum.index_select(0, rows).sqrt() + 1e-8;
+    for (int64_t d = 1; d < p.dim(); ++d) denom = denom.unsqueeze(-1);
+    p.index_add_(0, rows, -lr_ * g / denom);
+  }
+
+ private:
+  double lr_;
+  std::map<const void*, at::Tensor> sum_;
+};
+
+// A model's parameters, trainable.
+std::vector<at::Tensor> Trainable(torch::jit::Module& m) {
+  std::vector<at::Tensor> out;
+  for (at::Tensor p : m.parameters()) {
+    p.requires_grad_(true);
+    out.push_back(p);
+  }
+  return out;
+}
+
+// The optimizer state of one parameter, as a tensor with the parameter's rows along dim 0.
+using StateReader = std::function<at::Tensor(torch::optim::Optimizer&, const at::Tensor& p)>;
+
+// Trains the original DLRM (8 sparse tables) and the stored-table artifact from the same state
+// with the same optimizer for 5 steps: the losses must agree at every step, and afterwards every
+// table (through original_state_dict()) and its optimizer state (the stored table's state, cut
+// at each member's rows) must be the original's.
+void TrainTablesAndCompare(const Stacked& s, const std::string& kind,
+                           const std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>& make,
+                           const StateReader& state, const std::string& what) {
+  SCOPED_TRACE(what);
+  torch::jit::Module original = torch::jit::load(Corpus("dlrm_sparse/" + kind + ".pt"));
+  torch::jit::Module artifact = torch::jit::load(s.path);
+  auto opt_o = make(Trainable(original));
+  auto opt_a = make(Trainable(artifact));
+  for (int step = 0; step < 5; ++step) {
+    double loss[2];
+    int k = 0;
+    for (auto [m, opt] : {std::make_pair(&original, opt_o.get()), std::make_pair(&artifact, opt_a.get())}) {
+      opt->zero_grad();
+      at::Tensor out = m->forward(s.inputs).toTensor();
+      at::Tensor l = (out * out).mean();
+      l.backward();
+      opt->step();
+      loss[k++] = l.item<double>();
+    }
+    EXPECT_NEAR(loss[0], loss[1], 1e-6 * std::max(1.0, std::abs(loss[0]))) << "step " << step;
+  }
+  auto got = artifact.run_method("original_state_dict").toGenericDict();
+  double worst = 0.0;
+  for (const auto& p : original.named_parameters()) {
+    worst = std::max(worst, (got.at(p.name).toTensor() - p.value).abs().max().item<double>());
+  }
+  EXPECT_LT(worst, 1e-5) << "parameters";
+  const StackedParameter& stored = s.layout.stacked[0];
+  at::Tensor table;
+  for (const auto& p : artifact.named_parameters()) {
+    if (p.name == stored.name) table = p.value;
+  }
+  at::Tensor stored_state = state(*opt_a, table);
+  ASSERT_TRUE(stored_state.defined());
+  if (stored_state.is_sparse()) stored_state = stored_state.to_dense();
+  int64_t row = 0;
+  for (size_t i = 0; i < stored.members.size(); ++i) {
+    at::Tensor member;
+    for (const auto& p : original.named_parameters()) {
+      if (p.name == stored.members[i]) member = p.value;
+    }
+    at::Tensor want = state(*opt_o, member);
+    ASSERT_TRUE(want.defined()) << stored.members[i];
+    at::Tensor got_state = stored_state.narrow(0, row, stored.sizes[i]);
+    if (want.is_sparse()) want = want.to_dense();
+    EXPECT_TRUE(at::allclose(got_state, want, 1e-5, 1e-7)) << stored.members[i];
+    row += stored.sizes[i];
+  }
+}
+
+// SGD (with momentum), Adagrad, SparseAdam and row-wise Adagrad train the stored table exactly as
+// they train the separate tables: their state is per element or per row.
+TEST(SparseTablesTest, OptimizersTrainTheStoredTableAsTheSeparateTables) {
+  for (const std::string kind : {"scripted", "traced"}) {
+    SCOPED_TRACE(kind);
+    Stacked s = MakeStacked(kind, /*stacked=*/true, "dlrm_sparse");
+    ASSERT_EQ(s.layout.stacked.size(), 1u);
+    auto key = [](const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); };
+    TrainTablesAndCompare(
+        s, kind,
+        [](std::vector<at::Tensor> p) {
+          return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.05).momentum(0.9));
+        },
+        [&](torch::optim::Optimizer& o, const at::Tensor& p) {
+          auto& st = static_cast<torch::optim::SGDParamState&>(*o.state().at(key(p)));
+          return st.momentum_buffer();
+        },
+        "SGD, momentum 0.9");
+    TrainTablesAndCompare(
+        s, kind,
+        [](std::vector<at::Tensor> p) {
+          return std::make_unique<torch::optim::Adagrad>(p, torch::optim::AdagradOptions(0.05));
+        },
+        [&](torch::optim::Optimizer& o, const at::Tensor& p) {
+          return static_cast<torch::optim::AdagradParamState&>(*o.state().at(key(p))).sum();
+        },
+        "Adagrad");
+    TrainTablesAndCompare(
+        s, kind,
+        [](std::vector<at::Tensor> p) { return std::make_unique<SparseAdamReference>(p, 0.01); },
+        [](torch::optim::Optimizer& o, const at::Tensor& p) {
+          return static_cast<RowOptimizer&>(o).State(p);
+        },
+        "SparseAdam");
+    TrainTablesAndCompare(
+        s, kind,
+        [](std::vector<at::Tensor> p) { return std::make_unique<RowWiseAdagradReference>(p, 0.05); },
+        [](torch::optim::Optimizer& o, const at::Tensor& p) {
+          return static_cast<RowOptimizer&>(o).State(p);
+        },
+        "row-wise Adagrad");
   }
 }
 
