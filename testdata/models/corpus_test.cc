@@ -93,7 +93,7 @@ struct Optimized {
 };
 
 // Loads and optimizes one archive; sets *skip when this LibTorch cannot read the archive.
-absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip) {
+absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, bool stacked = false) {
   std::ifstream probe(a.path());
   if (!probe.good()) return absl::NotFoundError(absl::StrCat(a.path(), " is missing"));
   auto model = LoadModel(a.path());
@@ -116,6 +116,7 @@ absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip) {
   OptimizeOptions opts;
   opts.self = o.model.module._ivalue();
   opts.sample_inputs = &samples;
+  opts.stacked_parameters = stacked;
   auto report = OptimizeGraph(o.model.graph, *rules, opts);
   if (!report.ok()) return report.status();
   o.report = *report;
@@ -129,33 +130,33 @@ void PrintTo(const Archive& a, std::ostream* os) { *os << a.torch << "/" << a.mo
 
 class CorpusTest : public ::testing::TestWithParam<Archive> {};
 
-TEST_P(CorpusTest, OptimizedArtifactIsEquivalentAndExpectedRulesFire) {
-  const Archive& a = GetParam();
-  std::string skip;
-  auto o = LoadAndOptimize(a, &skip);
-  if (!skip.empty()) GTEST_SKIP() << skip;
-  ASSERT_TRUE(o.ok()) << a.path() << ": " << o.status();
-  const nlohmann::json* entry = Entry(a.model);
-  ASSERT_NE(entry, nullptr);
-  std::vector<std::string> fired;
-  for (const auto& [name, n] : o->report.stats.applications) fired.push_back(absl::StrCat(name, " x", n));
-  SCOPED_TRACE(absl::StrCat(a.path(), ": fired ", absl::StrJoin(fired, ", ")));
-  // An expected rule may name alternatives, "a|b": one of them fires (scripted and traced code
-  // spell some idioms differently).
-  for (const std::string& expected : (*entry)["expect_rules"]) {
+// The rules `expected` names must fire ("a|b": one of them; scripted and traced code spell some
+// idioms differently), and no rule may fail or be stopped.
+void ExpectRulesFired(const OptimizeReport& report, const nlohmann::json& expected) {
+  for (const std::string& want : expected) {
     bool any = false;
-    for (absl::string_view rule : absl::StrSplit(expected, '|')) {
-      auto it = o->report.stats.applications.find(std::string(rule));
-      any = any || (it != o->report.stats.applications.end() && it->second > 0);
+    for (absl::string_view rule : absl::StrSplit(want, '|')) {
+      auto it = report.stats.applications.find(std::string(rule));
+      any = any || (it != report.stats.applications.end() && it->second > 0);
     }
-    EXPECT_TRUE(any) << "the manifest expects " << expected << " to fire";
+    EXPECT_TRUE(any) << "the manifest expects " << want << " to fire";
   }
-  EXPECT_TRUE(o->report.stats.stopped.empty());
-  EXPECT_TRUE(o->report.stats.errors.empty()) << o->report.stats.first_error.begin()->second;
+  EXPECT_TRUE(report.stats.stopped.empty());
+  EXPECT_TRUE(report.stats.errors.empty()) << report.stats.first_error.begin()->second;
+}
 
+std::string FiredRules(const OptimizeReport& report) {
+  std::vector<std::string> fired;
+  for (const auto& [name, n] : report.stats.applications) fired.push_back(absl::StrCat(name, " x", n));
+  return absl::StrJoin(fired, ", ");
+}
+
+// Saves the optimized archive, loads it back and checks it against the original: outputs and
+// the gradients of every input and parameter, on the samples, a random set and twice the batch.
+void ExpectEquivalentArtifact(const Archive& a, Optimized& o, const std::string& suffix) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string out = absl::StrCat(tmp ? tmp : "/tmp", "/", a.torch, "-", a.model, "-", a.kind, ".opt.pt");
-  ASSERT_TRUE(SaveModel(o->model, out).ok());
+  std::string out = absl::StrCat(tmp ? tmp : "/tmp", "/", a.torch, "-", a.model, "-", a.kind, suffix);
+  ASSERT_TRUE(SaveModel(o.model, out).ok());
   auto reloaded = LoadModel(out);
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
   auto original = LoadModel(a.path());
@@ -171,7 +172,7 @@ TEST_P(CorpusTest, OptimizedArtifactIsEquivalentAndExpectedRulesFire) {
   }
   CheckOptions check;  // CPU, outputs and gradients, samples + 1 random set + batch x2
   check.trials = 2;
-  auto r = EquivalenceChecker(check).Check(original->module, reloaded->module, o->inputs);
+  auto r = EquivalenceChecker(check).Check(original->module, reloaded->module, o.inputs);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->equivalent) << r->first_failure;
   bool param_grads = false, batch_x2 = false, random = false;
@@ -184,6 +185,57 @@ TEST_P(CorpusTest, OptimizedArtifactIsEquivalentAndExpectedRulesFire) {
   EXPECT_TRUE(random && batch_x2) << "trials skipped: " << absl::StrJoin(r->skipped_trials, "; ");
 }
 
+TEST_P(CorpusTest, OptimizedArtifactIsEquivalentAndExpectedRulesFire) {
+  const Archive& a = GetParam();
+  std::string skip;
+  auto o = LoadAndOptimize(a, &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  ASSERT_TRUE(o.ok()) << a.path() << ": " << o.status();
+  const nlohmann::json* entry = Entry(a.model);
+  ASSERT_NE(entry, nullptr);
+  SCOPED_TRACE(absl::StrCat(a.path(), ": fired ", FiredRules(o->report)));
+  ExpectRulesFired(o->report, (*entry)["expect_rules"]);
+  ExpectEquivalentArtifact(a, *o, ".opt.pt");
+}
+
+// Embedding lookups in a graph's top block.
+int64_t Lookups(const torch::jit::Graph& graph) {
+  int64_t n = 0;
+  for (const torch::jit::Node* node : graph.nodes()) {
+    n += node->kind() == c10::aten::embedding_bag || node->kind() == c10::aten::embedding;
+  }
+  return n;
+}
+
+// Models whose manifest entry has `stacked_expect_rules`, optimized with --param_layout=stacked:
+// those rules fire, something is stored stacked, the lookups left are the entry's
+// `stacked_lookups` (one per group of tables of one width and pooling), and the artifact is
+// equivalent (gradients compared through the stored layout).
+class CorpusStackedTest : public ::testing::TestWithParam<Archive> {};
+
+TEST_P(CorpusStackedTest, StackedLayoutFiresExpectedRulesAndStaysEquivalent) {
+  const Archive& a = GetParam();
+  std::string skip;
+  auto o = LoadAndOptimize(a, &skip, /*stacked=*/true);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  ASSERT_TRUE(o.ok()) << a.path() << ": " << o.status();
+  SCOPED_TRACE(absl::StrCat(a.path(), " (stacked): fired ", FiredRules(o->report)));
+  ExpectRulesFired(o->report, (*Entry(a.model))["stacked_expect_rules"]);
+  EXPECT_FALSE(o->report.param_layout.empty());
+  if (Entry(a.model)->contains("stacked_lookups")) {
+    EXPECT_EQ(Lookups(*o->model.graph), (*Entry(a.model))["stacked_lookups"].get<int64_t>());
+  }
+  ExpectEquivalentArtifact(a, *o, ".stacked.pt");
+}
+
+std::vector<Archive> StackedArchives() {
+  std::vector<Archive> out;
+  for (const Archive& a : AllArchives()) {
+    if (Entry(a.model)->contains("stacked_expect_rules")) out.push_back(a);
+  }
+  return out;
+}
+
 std::string ArchiveName(const ::testing::TestParamInfo<Archive>& info) {
   std::string name = absl::StrCat(info.param.torch, "_", info.param.model, "_", info.param.kind);
   for (char& c : name) {
@@ -193,6 +245,8 @@ std::string ArchiveName(const ::testing::TestParamInfo<Archive>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTest, ::testing::ValuesIn(AllArchives()), ArchiveName);
+INSTANTIATE_TEST_SUITE_P(Corpus, CorpusStackedTest, ::testing::ValuesIn(StackedArchives()), ArchiveName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CorpusStackedTest);
 
 // Scripted and traced twins reach the same rewritten form.
 class CorpusTwinsTest : public ::testing::TestWithParam<std::string> {};
