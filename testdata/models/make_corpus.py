@@ -2,8 +2,10 @@
 """Builds Sentier's model corpus: recommendation architectures as TorchScript archives.
 
 Every model is written the way PyTorch users write them (nn.ModuleList loops, outs.append(...),
-split sizes in attributes, list and dict inputs), kept small (each archive well under 1 MB) but
-with a realistic structure (64 towers, 256 branches, 20 highway layers, ...). For each model:
+split sizes in attributes, list and dict inputs), kept small (each archive under 0.5 MB, but
+dlrm_criteo, which keeps the reference's 512-wide MLPs, and seed_scale, 512 sparse features, near
+2 MB) but with a realistic structure (64 towers, 256 branches, 20 highway layers, ...). For each
+model:
 
   DIR/<name>/scripted.pt   torch.jit.script(model), saved with torch.jit.save
   DIR/<name>/traced.pt     torch.jit.trace(model, inputs), where tracing keeps the semantics
@@ -11,6 +13,10 @@ with a realistic structure (64 towers, 256 branches, 20 highway layers, ...). Fo
 
 Usage:
   /usr/bin/python3 testdata/models/make_corpus.py --out DIR [--batch 16] [--models a,b] [--inputs_only]
+                   [--production]
+
+--production gives dlrm_criteo and seed_scale production-sized tables (hundreds of MB), for
+benchmarks; it refuses to write under testdata/models.
 
 Everything is deterministic: each model has a fixed seed; the weights are drawn after
 torch.manual_seed(seed), the inputs after torch.manual_seed(seed + 1), so --inputs_only (e.g.
@@ -27,7 +33,7 @@ import argparse
 import copy
 import os
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -860,6 +866,194 @@ class TupleOutput(nn.Module):
         return self.deep(flat) + fm, fields
 
 
+# Table sizes of the 26 categorical features of the Criteo Kaggle Display Advertising Challenge
+# data set, in the order of facebookresearch/dlrm's data loader (its --arch-embedding-size for
+# --data-set=kaggle). DLRMCriteo keeps their order of size on small tables.
+CRITEO_KAGGLE_ROWS = (1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593,
+                      3194, 27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105,
+                      142572)
+
+# Production-sized tables for dlrm_criteo and seed_scale (make_corpus.py --production): for
+# benchmarks only, never written into the repository.
+PRODUCTION = False
+
+
+def criteo_rows(production: bool) -> List[int]:
+    """Rows of DLRMCriteo's 26 tables: the Criteo counts capped at 100k (production), or small
+    tables growing with the count's number of bits (4 to 37 rows: a 3-row table gets 4, the
+    10M-row one 37)."""
+    if production:
+        return [min(n, 100000) for n in CRITEO_KAGGLE_ROWS]
+    return [min(40, 1 + 3 * n.bit_length() // 2) for n in CRITEO_KAGGLE_ROWS]
+
+
+def _relu_mlp(sizes: List[int], sigmoid_last: bool) -> nn.Sequential:
+    """Linear layers with ReLU after each, the last one's activation a Sigmoid when asked."""
+    layers: List[nn.Module] = []
+    for k in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[k], sizes[k + 1], bias=True))
+        last = k == len(sizes) - 2
+        layers.append(nn.Sigmoid() if last and sigmoid_last else nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class DLRMCriteo(nn.Module):
+    """DLRM in its Criteo configuration: Naumov et al. 2019, "Deep Learning Recommendation Model
+    for Personalization and Recommendation Systems", arXiv:1906.00091; reference code
+    facebookresearch/dlrm (dlrm_s_pytorch.py run on the Kaggle Criteo data:
+    --arch-sparse-feature-size=16 --arch-mlp-bot=13-512-256-64-16 --arch-mlp-top=512-256-1,
+    dot interaction).
+
+    Bottom MLP 13-512-256-64-16 (ReLU after every layer), 26 tables
+    nn.EmbeddingBag(rows_k, 16, mode="sum", sparse=True) of different sizes (criteo_rows), dot
+    products of the 27 feature vectors (strictly lower triangle: 351 pairs), top MLP
+    367-512-256-1 with a sigmoid last. Called as the reference's users deploy it, with the
+    per-table offsets and indices stacked into [26, B] tensors (lS_o[k], lS_i[k] for table k: one
+    index per bag) and looked up in an enumerate loop over the tables.
+    """
+
+    def __init__(self, rows: Optional[List[int]] = None, m_spa: int = 16,
+                 ln_bot: Tuple[int, ...] = (13, 512, 256, 64, 16),
+                 ln_top: Tuple[int, ...] = (512, 256, 1)):
+        super().__init__()
+        if rows is None:
+            rows = criteo_rows(False)
+        self.bot_l = _relu_mlp(list(ln_bot), sigmoid_last=False)
+        self.emb_l = nn.ModuleList(
+            [nn.EmbeddingBag(n, m_spa, mode="sum", sparse=True) for n in rows])
+        num_vectors = len(rows) + 1
+        pairs = [(i, j) for i in range(num_vectors) for j in range(i)]
+        self.register_buffer("li", torch.tensor([p[0] for p in pairs], dtype=torch.int64))
+        self.register_buffer("lj", torch.tensor([p[1] for p in pairs], dtype=torch.int64))
+        self.top_l = _relu_mlp([ln_bot[-1] + len(pairs)] + list(ln_top), sigmoid_last=True)
+
+    def apply_emb(self, lS_o: Tensor, lS_i: Tensor) -> List[Tensor]:
+        ly: List[Tensor] = []
+        for k, emb in enumerate(self.emb_l):
+            ly.append(emb(lS_i[k], lS_o[k]))
+        return ly
+
+    def interact_features(self, x: Tensor, ly: List[Tensor]) -> Tensor:
+        (batch_size, d) = x.shape
+        T = torch.cat([x] + ly, dim=1).view((batch_size, -1, d))
+        Z = torch.bmm(T, torch.transpose(T, 1, 2))
+        Zflat = Z[:, self.li, self.lj]
+        return torch.cat([x, Zflat], dim=1)
+
+    def forward(self, dense_x: Tensor, lS_o: Tensor, lS_i: Tensor) -> Tensor:
+        x = self.bot_l(dense_x)
+        ly = self.apply_emb(lS_o, lS_i)
+        z = self.interact_features(x, ly)
+        return self.top_l(z)
+
+
+class FeatureConfig(NamedTuple):
+    name: str
+    rows: int
+    width: int
+    pooling: str  # EmbeddingBag mode: "sum" or "mean"
+    weighted: bool  # ids come with scores (per_sample_weights; "sum" pooling only)
+
+
+def _mix32(x: int) -> int:
+    """A fixed 32-bit integer mix (xor-shift and multiply), so that the feature configs depend on
+    neither Python's nor torch's random generators."""
+    x &= 0xFFFFFFFF
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
+    return (x >> 16) ^ x
+
+
+_SEED_SCALE_WIDTHS = (8,) * 12 + (16,) * 5 + (32,) * 2 + (64,)
+_SEED_SCALE_GROUPS = ("user", "item", "ctx", "query", "ad", "creative", "page", "geo")
+
+
+def seed_scale_features(num: int = 512, production: bool = False) -> List[FeatureConfig]:
+    """The sparse features of SeedScale, drawn from a hash of the feature number: widths 8 (60%),
+    16 (25%), 32 (10%) and 64 (5%); "mean" pooling for a fifth, the rest "sum", a sixth of those
+    weighted; 2-12 rows each, or 1k-96k rows (production, log-spread)."""
+    features: List[FeatureConfig] = []
+    for k in range(num):
+        h = _mix32(1000003 * k + 17)
+        width = _SEED_SCALE_WIDTHS[h % len(_SEED_SCALE_WIDTHS)]
+        if production:
+            scale = (h >> 12) % 7
+            rows = (1000 << scale) + (h >> 16) % (500 << scale)
+        else:
+            rows = 2 + (h >> 8) % 11
+        pooling = "mean" if (h >> 20) % 5 == 0 else "sum"
+        weighted = pooling == "sum" and (h >> 24) % 6 == 0
+        group = _SEED_SCALE_GROUPS[k % len(_SEED_SCALE_GROUPS)]
+        name = "%s_%s_%03d" % (group, "idscore" if weighted else "id", k)
+        features.append(FeatureConfig(name, rows, width, pooling, weighted))
+    return features
+
+
+class SeedScale(nn.Module):
+    """A ranker at the feature scale of production ("seed scale": hundreds of sparse features
+    and dozens of dense ones): DCN-v2, Wang et al. 2021, "DCN V2: Improved Deep & Cross Network
+    and Practical Lessons for Web-scale Learning to Rank Systems", arXiv:2008.13535 (its low-rank
+    cross layers), over pooled sparse features and per-feature dense towers as in
+    DHEN, Zhang et al. 2022, arXiv:2203.11014; reference code pytorch/torchrec
+    (EmbeddingBagCollection and a separate weighted collection for id-score features,
+    torchrec.modules.crossnet.LowRankCrossNet).
+
+    512 sparse features from a config list (seed_scale_features: name, rows, width 8/16/32/64,
+    pooling sum/mean, weighted), one nn.EmbeddingBag(rows, width, mode=pooling, sparse=True) per
+    feature in an nn.ModuleDict keyed by name -- the weighted ones (per_sample_weights) in a
+    second ModuleDict, as TorchRec keeps weighted features in their own collection; 50 dense
+    towers (Linear(8, 16) -> ReLU -> Linear(16, 8)) on the pieces of dense [B, 400]; x0 = cat of
+    the pooled embeddings and the tower outputs (d0 = 7848); two low-rank cross layers
+    x_{l+1} = x0 * U(V x_l) + x_l (V: d0 -> 4 without bias, U: 4 -> d0 with the bias b_l); a
+    linear head to one logit, sigmoid (the paper's cross-network-only model). The rank is low and
+    the head a single layer to keep the archives near 2 MB.
+    """
+
+    __jit_ignored_attributes__ = ["features"]
+
+    def __init__(self, production: bool = False, num_features: int = 512, num_towers: int = 50,
+                 tower_in: int = 8, tower_hidden: int = 16, tower_out: int = 8,
+                 cross_layers: int = 2, cross_rank: int = 4):
+        super().__init__()
+        self.features = seed_scale_features(num_features, production)
+        self.tower_in = tower_in
+        self.embs = nn.ModuleDict()
+        self.weighted_embs = nn.ModuleDict()
+        for f in self.features:
+            bag = nn.EmbeddingBag(f.rows, f.width, mode=f.pooling, sparse=True)
+            if f.weighted:
+                self.weighted_embs[f.name] = bag
+            else:
+                self.embs[f.name] = bag
+        self.towers = nn.ModuleList([
+            nn.Sequential(nn.Linear(tower_in, tower_hidden), nn.ReLU(),
+                          nn.Linear(tower_hidden, tower_out))
+            for _ in range(num_towers)])
+        d0 = sum(f.width for f in self.features) + num_towers * tower_out
+        self.cross_v = nn.ModuleList(
+            [nn.Linear(d0, cross_rank, bias=False) for _ in range(cross_layers)])
+        self.cross_u = nn.ModuleList([nn.Linear(cross_rank, d0) for _ in range(cross_layers)])
+        self.head = nn.Linear(d0, 1)
+
+    def forward(self, dense: Tensor, ids: Dict[str, Tensor], offsets: Dict[str, Tensor],
+                weights: Dict[str, Tensor]) -> Tensor:
+        pooled: List[Tensor] = []
+        for name, emb in self.embs.items():
+            pooled.append(emb(ids[name], offsets[name]))
+        for name, emb in self.weighted_embs.items():
+            pooled.append(emb(ids[name], offsets[name], per_sample_weights=weights[name]))
+        pieces = torch.split(dense, self.tower_in, dim=1)
+        i = 0
+        for tower in self.towers:
+            pooled.append(tower(pieces[i]))
+            i += 1
+        x0 = torch.cat(pooled, dim=1)
+        xl = x0
+        for v, u in zip(self.cross_v, self.cross_u):
+            xl = x0 * u(v(xl)) + xl
+        return torch.sigmoid(self.head(xl))
+
+
 # --------------------------------------------------------------------------------------------
 # Registry: name -> builder(batch) -> (module, example_args, traceable). Builders seed the
 # global generator: weights after manual_seed(seed), inputs after manual_seed(seed + 1).
@@ -935,6 +1129,25 @@ def _dict_args(m: DictInput, batch: int):
     return ({k: _dense(batch, m.proj[k].in_features) for k in m.keys},)
 
 
+def _dlrm_criteo_args(m: DLRMCriteo, batch: int):
+    """One index per bag: lS_i[k] holds B indices into table k, lS_o[k] = arange(B)."""
+    lS_i = torch.stack([torch.randint(0, emb.num_embeddings, (batch,), dtype=torch.int64)
+                        for emb in m.emb_l])
+    lS_o = torch.arange(batch, dtype=torch.int64).repeat(len(m.emb_l), 1)
+    return (_dense(batch, 13), lS_o, lS_i)
+
+
+def _seed_scale_args(m: SeedScale, batch: int):
+    ids: Dict[str, Tensor] = {}
+    offsets: Dict[str, Tensor] = {}
+    weights: Dict[str, Tensor] = {}
+    for f in m.features:
+        ids[f.name], offsets[f.name] = _bags(batch, f.rows)
+        if f.weighted:
+            weights[f.name] = torch.rand(ids[f.name].numel())
+    return (_dense(batch, len(m.towers) * m.tower_in), ids, offsets, weights)
+
+
 REGISTRY = {
     "dlrm": _seeded(101, DLRM, _dlrm_args, True),
     "dlrm_sparse": _seeded(125, lambda: DLRM(sparse_grads=True), _dlrm_args, True),
@@ -964,6 +1177,9 @@ REGISTRY = {
     "sparse_dict": _seeded(122, SparseDict, _sparse_dict_args, True),
     "youtube_dnn": _seeded(123, YouTubeDNN, _youtube_dnn_args, True),
     "weighted_features": _seeded(124, WeightedFeatures, _weighted_features_args, True),
+    "dlrm_criteo": _seeded(127, lambda: DLRMCriteo(criteo_rows(PRODUCTION)), _dlrm_criteo_args,
+                           True),
+    "seed_scale": _seeded(128, lambda: SeedScale(production=PRODUCTION), _seed_scale_args, True),
 }
 
 
@@ -1045,6 +1261,10 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--batch", type=int, default=16, help="batch size of inputs.pt")
     parser.add_argument("--models", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--inputs_only", action="store_true", help="write only inputs.pt")
+    parser.add_argument("--production", action="store_true",
+                        help="production-sized tables for dlrm_criteo (Criteo counts capped at "
+                             "100k) and seed_scale (1k-96k rows): for benchmarks, not for "
+                             "testdata/models")
     opts = parser.parse_args(argv)
     names = [n for n in opts.models.split(",") if n] or list(REGISTRY)
     unknown = [n for n in names if n not in REGISTRY]
@@ -1055,8 +1275,17 @@ def main(argv: List[str]) -> int:
     if opts.batch < 2:
         print("--batch must be >= 2 (BatchNorm in training mode needs two rows)", file=sys.stderr)
         return 2
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.path.abspath(opts.out)
+    if opts.production and (out == here or out.startswith(here + os.sep)):
+        print("--production archives are for benchmarks: write them outside %s" % here,
+              file=sys.stderr)
+        return 2
+    global PRODUCTION
+    PRODUCTION = opts.production
     torch.set_num_threads(1)
-    print("torch %s -> %s (batch %d)" % (torch.__version__, opts.out, opts.batch))
+    print("torch %s -> %s (batch %d%s)" % (torch.__version__, opts.out, opts.batch,
+                                          ", production tables" if PRODUCTION else ""))
     for name in names:
         make_one(name, opts.out, opts.batch, opts.inputs_only)
     return 0
