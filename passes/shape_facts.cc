@@ -99,6 +99,12 @@ absl::StatusOr<std::vector<c10::IValue>> RunProbed(const std::shared_ptr<Graph>&
   }
 }
 
+// A module tensor (a parameter or buffer read by prim::GetAttr) or a constant: its sizes do not
+// follow the inputs, whatever the second run did.
+bool FixedByTheModel(const Value* v) {
+  return v->node()->kind() == c10::prim::GetAttr || v->node()->kind() == c10::prim::Constant;
+}
+
 }  // namespace
 
 absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
@@ -140,7 +146,7 @@ absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
         for (int64_t d = 0; d < t.dim(); ++d) f.dynamic[d] = t.size(d) != t2.size(d);
         f.sizes_at_double_batch = t2.sizes().vec();
       }
-    } else if (!f.sizes.empty()) {
+    } else if (!f.sizes.empty() && !FixedByTheModel(probes[k])) {
       f.dynamic[0] = true;
     }
     facts.Set(probes[k], std::move(f));

@@ -6,7 +6,8 @@
 // along dimension 0 (the batch dimension by convention; tensors inside lists, tuples and dicts
 // too, EmbeddingBag offsets continued: DoubleBatch in sample_inputs.h); any dimension that changed between the
 // two runs is marked dynamic, and rules never rely on a dynamic size. When the second run fails
-// (an input whose dim 0 is not a batch dimension), dimension 0 of every value is marked dynamic.
+// (an input whose dim 0 is not a batch dimension), dimension 0 of every value but the module's
+// tensors (prim::GetAttr) and constants is marked dynamic.
 //
 //   absl::StatusOr<ShapeFacts> facts = RecordShapeFacts(*graph, inputs);
 //   c10::optional<int64_t> d1 = facts->StaticSize(value, 1);

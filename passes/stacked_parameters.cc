@@ -147,6 +147,7 @@ std::string ParamLayout::ToJson() const {
   for (const StackedParameter& p : stacked) {
     j["stacked"].push_back({{"name", p.name}, {"op", p.op}, {"dim", p.dim}, {"members", p.members}, {"sizes", p.sizes}});
   }
+  j["removed_methods"] = removed_methods;
   j["original_names"] = original_names;
   j["original_shapes"] = original_shapes;
   return j.dump();
@@ -164,6 +165,9 @@ absl::StatusOr<ParamLayout> ParamLayout::FromJson(const std::string& text) {
       s.members = p.at("members").get<std::vector<std::string>>();
       s.sizes = p.at("sizes").get<std::vector<int64_t>>();
       layout.stacked.push_back(std::move(s));
+    }
+    if (j.contains("removed_methods")) {
+      layout.removed_methods = j.at("removed_methods").get<std::vector<std::string>>();
     }
     layout.original_names = j.at("original_names").get<std::vector<std::string>>();
     layout.original_shapes = j.at("original_shapes").get<std::vector<std::vector<int64_t>>>();
@@ -193,7 +197,9 @@ struct ModuleTree {
   // Attributes some method reads, by the class of the object it reads them from: a method reads
   // its own attributes and, through GetAttr chains, those of the objects below (a loop over a
   // ModuleList in a method of the list's parent reads the list's entries). Every method of every
-  // class counts, except the root's forward: that is the graph being rewritten.
+  // class counts, except the root's: its forward is the graph being rewritten, and its other
+  // methods are the helpers forward called (inlined into it now: DLRM's apply_emb), which go
+  // where they read what moves (RemoveStaleRootMethods).
   absl::flat_hash_map<const c10::ClassType*, absl::flat_hash_set<std::string>> method_reads;
   // The graph's reads: GetAttr nodes reading a non-module attribute of each object, objects that
   // some other node takes as input, and GetAttr nodes per attribute of the root.
@@ -230,7 +236,7 @@ ModuleTree MapModuleTree(const ObjectPtr& root, Graph& graph, const ModuleObject
   for (const auto& [o, place] : tree.places) {
     if (!walked.insert(o->type().get()).second) continue;
     for (torch::jit::Function* fn : o->type()->methods()) {
-      if (!fn->isGraphFunction() || (o == root.get() && fn->name() == "forward")) continue;
+      if (!fn->isGraphFunction() || o == root.get()) continue;
       walk(torch::jit::toGraphFunction(*fn).graph()->block());
     }
   }
@@ -584,6 +590,63 @@ absl::Status CheckMovedStateUnread(Graph& graph, const ModuleTree& tree, const L
   return absl::OkStatus();
 }
 
+// The root's methods other than forward that read a module that goes or a moved parameter of the
+// root, and those that call them, transitively: they would fail to compile on load. They are the
+// helpers forward called before it was inlined (DLRM's apply_emb); a method exported on its own
+// that reads moved state goes too (ParamLayout::removed_methods lists them).
+std::vector<std::string> StaleRootMethods(const ModuleTree& tree, const LeavingUnits& leaving,
+                                          const std::vector<std::string>& removed_root_params) {
+  std::set<std::string> stale;
+  std::vector<torch::jit::Function*> methods;
+  for (torch::jit::Function* fn : tree.root->type()->methods()) {
+    if (fn->isGraphFunction() && fn->name() != "forward") methods.push_back(fn);
+  }
+  auto reads_moved = [&](Graph& g) {
+    ModuleObjectMap objects = ModuleObjects(g, c10::IValue(tree.root));
+    for (const auto& [v, o] : objects) {
+      if (leaving.Goes(o.get())) return true;
+    }
+    bool found = false;
+    std::function<void(Block*)> walk = [&](Block* b) {
+      for (Node* n : b->nodes()) {
+        if (n->kind() == c10::prim::GetAttr && n->input() == g.inputs()[0] &&
+            std::count(removed_root_params.begin(), removed_root_params.end(), n->s(c10::attr::name))) {
+          found = true;
+        }
+        for (Block* sub : n->blocks()) walk(sub);
+      }
+    };
+    walk(g.block());
+    return found;
+  };
+  auto calls_stale = [&](Graph& g) {
+    bool found = false;
+    std::function<void(Block*)> walk = [&](Block* b) {
+      for (Node* n : b->nodes()) {
+        if (n->kind() == c10::prim::CallMethod && n->input(0) == g.inputs()[0] &&
+            stale.count(n->s(c10::attr::name))) {
+          found = true;
+        }
+        for (Block* sub : n->blocks()) walk(sub);
+      }
+    };
+    walk(g.block());
+    return found;
+  };
+  for (torch::jit::Function* fn : methods) {
+    if (reads_moved(*torch::jit::toGraphFunction(*fn).graph())) stale.insert(fn->name());
+  }
+  for (bool grew = !stale.empty(); grew;) {
+    grew = false;
+    for (torch::jit::Function* fn : methods) {
+      if (!stale.count(fn->name()) && calls_stale(*torch::jit::toGraphFunction(*fn).graph())) {
+        grew = stale.insert(fn->name()).second;
+      }
+    }
+  }
+  return std::vector<std::string>(stale.begin(), stale.end());
+}
+
 // Removes the root's moved parameters, then each unit from its parent: the slot of every instance
 // of the parent's class first (a slot is found through the class), then the class's attribute,
 // once.
@@ -707,6 +770,8 @@ absl::StatusOr<ParamLayout> StoreStackedParameters(torch::jit::Module& module, c
   RemoveDeadNodes(graph);
   absl::Status unread = CheckMovedStateUnread(*graph, tree, leaving, removed_root_params);
   if (!unread.ok()) return unread;
+  layout.removed_methods = StaleRootMethods(tree, leaving, removed_root_params);
+  for (const std::string& name : layout.removed_methods) root->type()->unsafeRemoveMethod(name);
   RemoveMovedState(tree, leaving, removed_root_params);
   absl::Status recorded = RecordLayout(module, layout);
   if (!recorded.ok()) return recorded;

@@ -53,6 +53,9 @@ struct ParamLayout {
   // Every original state_dict entry (parameters, then buffers, in module order) and its shape.
   std::vector<std::string> original_names;
   std::vector<std::vector<int64_t>> original_shapes;
+  // Methods of the root other than forward that read what moved (the helpers forward called
+  // before it was inlined, such as DLRM's apply_emb): removed from the artifact.
+  std::vector<std::string> removed_methods;
 
   bool empty() const { return stacked.empty(); }
   std::string ToJson() const;
