@@ -380,6 +380,17 @@ std::vector<c10::IValue> RandomInputsLike(const std::vector<c10::IValue>& sample
       r = at::randint(0, 2, shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
     } else if (offsets.count(path) != 0 || !c10::isIntegralType(t.scalar_type(), false)) {
       r = t.clone();  // offsets stay monotone; other dtypes (complex, quantized) are kept
+    } else if (t.dim() == 2 && t.numel() > 0) {
+      // A 2-D index tensor: (batch, features) or (features, batch), as DLRM's stacked lS_i is
+      // passed. Each element is drawn within both its column's and its row's observed range, so
+      // it stays inside its own table whichever dim is the batch (where the two ranges do not
+      // meet, the sample's value stays).
+      at::Tensor td = t.to(at::kDouble);
+      at::Tensor lo = at::maximum(std::get<0>(td.min(0, true)), std::get<0>(td.min(1, true)));
+      at::Tensor hi = at::minimum(std::get<0>(td.max(0, true)), std::get<0>(td.max(1, true)));
+      at::Tensor u = at::rand(shape, gen, at::TensorOptions().dtype(at::kDouble));
+      at::Tensor drawn_values = at::minimum(at::floor(u * (hi - lo + 1)) + lo, hi);
+      r = at::where(lo <= hi, drawn_values, td).to(t.scalar_type());
     } else if (t.dim() >= 2 && t.size(0) > 0) {
       // A (batch, features...) index tensor: each feature's column has its own table, so each is
       // drawn within its own observed range.

@@ -11,6 +11,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -367,6 +370,21 @@ class RowWiseAdagradReference : public RowOptimizer {
   std::map<const void*, at::Tensor> sum_;
 };
 
+// LibTorch keys an optimizer's per-parameter state by the parameter's TensorImpl: as a string in
+// 1.13, as the pointer in 2.x.
+using OptimizerStateKey =
+    std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+template <typename Key>
+Key StateKey(const at::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
 // A model's parameters, trainable.
 std::vector<at::Tensor> Trainable(torch::jit::Module& m) {
   std::vector<at::Tensor> out;
@@ -441,14 +459,13 @@ TEST(SparseTablesTest, OptimizersTrainTheStoredTableAsTheSeparateTables) {
     SCOPED_TRACE(kind);
     Stacked s = MakeStacked(kind, /*stacked=*/true, "dlrm_sparse");
     ASSERT_EQ(s.layout.stacked.size(), 1u);
-    auto key = [](const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); };
     TrainTablesAndCompare(
         s, kind,
         [](std::vector<at::Tensor> p) {
           return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.05).momentum(0.9));
         },
         [&](torch::optim::Optimizer& o, const at::Tensor& p) {
-          auto& st = static_cast<torch::optim::SGDParamState&>(*o.state().at(key(p)));
+          auto& st = static_cast<torch::optim::SGDParamState&>(*o.state().at(StateKey<OptimizerStateKey>(p)));
           return st.momentum_buffer();
         },
         "SGD, momentum 0.9");
@@ -458,7 +475,7 @@ TEST(SparseTablesTest, OptimizersTrainTheStoredTableAsTheSeparateTables) {
           return std::make_unique<torch::optim::Adagrad>(p, torch::optim::AdagradOptions(0.05));
         },
         [&](torch::optim::Optimizer& o, const at::Tensor& p) {
-          return static_cast<torch::optim::AdagradParamState&>(*o.state().at(key(p))).sum();
+          return static_cast<torch::optim::AdagradParamState&>(*o.state().at(StateKey<OptimizerStateKey>(p))).sum();
         },
         "Adagrad");
     TrainTablesAndCompare(

@@ -8,7 +8,7 @@
 #                              [--memory_margin=F] [--mode=inference|training|both]
 #                              [--timing=auto|interpreter|executor] [--job_timeout_s=600]
 #                              [--config_for=a,b --config=JSON]
-#                              [--client_timeout=SECONDS]
+#                              [--client_timeout=SECONDS] [--client_optimizer=sgd|adagrad|sparse_adam]
 #
 # --config_for/--config: writes JSON as REG/<model>/sentier.json for the listed models (per-model
 # options over the daemon's flags, e.g. --config='{"param_layout": "stacked", "memory_margin": 2}').
@@ -32,6 +32,7 @@ job_timeout=600
 config_for=""
 config=""
 client_timeout=240
+client_optimizer=sgd
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
@@ -47,6 +48,7 @@ for a in "$@"; do
     --config_for=*) config_for="${a#--config_for=}" ;;
     --config=*) config="${a#--config=}" ;;
     --client_timeout=*) client_timeout="${a#--client_timeout=}" ;;
+    --client_optimizer=*) client_optimizer="${a#--client_optimizer=}" ;;
     *) echo "corpus_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -81,7 +83,7 @@ grep -E "^sentierd: [a-z_0-9]+: " "$out/corpus-sentierd.log" | head -40
 tar -C "$work/out" -czf "$out/corpus-reports.tar.gz" --exclude=model.pt --exclude=.sentierd .
 [[ $client == 1 ]] || exit "$rc"
 python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" --device cuda \
-  --version_timeout "$client_timeout" \
+  --version_timeout "$client_timeout" --optimizer "$client_optimizer" \
   --json "$out/corpus-client.json" --markdown "$out/corpus-client.md" >"$out/corpus-client.log" 2>&1
 crc=$?
 tail -3 "$out/corpus-client.log"

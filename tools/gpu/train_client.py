@@ -4,7 +4,8 @@
 For every version sentierd published (OUT/<model>/<version>/{model.pt,report.json}), this loads
 the original (REG/<model>/<version>/model.pt) and the published artifact with torch.jit.load, as
 any Python client would, on --device, and:
-  * trains both 20 SGD steps (momentum 0.9, lr 0.01, loss = mean of the squared float outputs)
+  * trains both 20 steps (--optimizer: SGD with momentum 0.9 by default, Adagrad, or SparseAdam
+    for sparse gradients with Adam for the rest; lr 0.01, loss = mean of the squared float outputs)
     from the same initial state on the same inputs, and requires the same losses within
     tolerance (|a - b| <= 1e-4 + 2e-3 |a|; TF32 off);
   * times a forward and a training step of each, A/B alternated over --rounds rounds after
@@ -20,7 +21,7 @@ bench/RESULTS.md) costs its own time limit, not the rest of the run. The row nam
 stopped in.
 
     python3 tools/gpu/train_client.py --registry REG --output OUT [--device cuda]
-        [--steps 20] [--rounds 7] [--version_timeout 240] [--json F] [--markdown F]
+        [--steps 20] [--optimizer sgd|adagrad|sparse_adam] [--rounds 7] [--version_timeout 240] [--json F] [--markdown F]
 Exit 1 when a published artifact does not load, does not train, trains to other losses, or does
 not finish in time where the original did.
 """
@@ -68,14 +69,34 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def train(model, args, steps):
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+def make_optimizers(kind, model, args):
+    """--optimizer: sgd (momentum 0.9), adagrad, or sparse_adam (torch.optim.SparseAdam for the
+    parameters whose gradients are sparse, Adam for the others, as DLRM-style trainers do)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if kind == "sgd":
+        return [torch.optim.SGD(params, lr=0.01, momentum=0.9)]
+    if kind == "adagrad":
+        return [torch.optim.Adagrad(params, lr=0.01)]
+    loss_of(model(*args)).backward()
+    sparse_ids = {id(p) for p in params if p.grad is not None and p.grad.is_sparse}
+    for p in params:
+        p.grad = None
+    sparse = [p for p in params if id(p) in sparse_ids]
+    dense = [p for p in params if id(p) not in sparse_ids]
+    opts = [torch.optim.SparseAdam(sparse, lr=0.01)] if sparse else []
+    return opts + ([torch.optim.Adam(dense, lr=0.01)] if dense else [])
+
+
+def train(model, args, steps, optimizer="sgd"):
+    opts = make_optimizers(optimizer, model, args)
     losses = []
     for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
         loss = loss_of(model(*args))
         loss.backward()
-        opt.step()
+        for opt in opts:
+            opt.step()
         losses.append(float(loss.detach()))
     return losses
 
@@ -152,9 +173,9 @@ def measure_version(a, rel, rep):
             sp = pub.original_state_dict()
             row["same_state_dict"] = sorted(sp) == sorted(so) and all(torch.equal(so[k], sp[k]) for k in so)
         phase("train original")
-        lo = train(orig, args, a.steps)
+        lo = train(orig, args, a.steps, a.optimizer)
         phase("train published")
-        lp = train(pub, args, a.steps)
+        lp = train(pub, args, a.steps, a.optimizer)
         ok = all(abs(x - y) <= 1e-4 + 2e-3 * abs(x) for x, y in zip(lo, lp))
         row["losses"] = {"original": [lo[0], lo[-1]], "published": [lp[0], lp[-1]], "match": ok}
         if stacked:
@@ -203,7 +224,7 @@ def run_isolated(a, rel):
     itself does not run in this torch (the row says so), which no artifact can be blamed for."""
     cmd = [sys.executable, os.path.abspath(__file__), "--registry", a.registry, "--output", a.output,
            "--device", a.device, "--steps", str(a.steps), "--rounds", str(a.rounds),
-           "--iters", str(a.iters), "--single", rel]
+           "--iters", str(a.iters), "--optimizer", a.optimizer, "--single", rel]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.version_timeout)
     except subprocess.TimeoutExpired as e:
@@ -228,6 +249,7 @@ def main():
     ap.add_argument("--output", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adagrad", "sparse_adam"])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
