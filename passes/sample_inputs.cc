@@ -189,24 +189,33 @@ size_t CommonSuffix(const std::string& a, const std::string& b) {
   return n;
 }
 
-// offsets path -> length of the indices tensor it indexes.
+// offsets path -> length of the indices tensor it indexes: for each tensor that looks like
+// offsets, the index tensor whose path differs from its own in one part (a sibling: ids[k] for
+// offsets[k]), with the longest common suffix in that part, nearest before it on a tie. Every
+// path is split and every tensor classified once (a model with 500 features passes 1,500).
 std::map<std::string, int64_t> FindOffsets(const NamedTensors& flat) {
+  std::vector<std::vector<std::string>> parts(flat.size());
+  std::vector<bool> index(flat.size());
+  for (size_t j = 0; j < flat.size(); ++j) {
+    parts[j] = PathParts(flat[j].first);
+    index[j] = IsIndexTensor(flat[j].second);
+  }
   std::map<std::string, int64_t> out;
   for (size_t i = 0; i < flat.size(); ++i) {
     const auto& [path, o] = flat[i];
     if (!LooksLikeOffsets(o)) continue;
     int64_t last = o.cpu()[-1].item<int64_t>();
-    std::vector<std::string> op = PathParts(path);
+    const std::vector<std::string>& op = parts[i];
     int best = -1;
     std::tuple<int, size_t, int64_t> best_score{-1, 0, 0};
     for (size_t j = 0; j < flat.size(); ++j) {
-      const auto& [ppath, p] = flat[j];
-      if (j == i || !IsIndexTensor(p) || p.numel() < last || p.numel() + 1 < o.numel()) continue;
-      std::vector<std::string> pp = PathParts(ppath);
+      const at::Tensor& p = flat[j].second;
+      if (j == i || !index[j] || p.numel() < last || p.numel() + 1 < o.numel()) continue;
+      const std::vector<std::string>& pp = parts[j];
       int differing = 0;
       size_t suffix = 0;
       if (pp.size() == op.size()) {
-        for (size_t k = 0; k < pp.size(); ++k) {
+        for (size_t k = 0; k < pp.size() && differing < 2; ++k) {
           if (pp[k] != op[k]) {
             ++differing;
             suffix = CommonSuffix(pp[k], op[k]);

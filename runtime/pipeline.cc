@@ -305,6 +305,8 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
   if (!report.ok()) return ModelError(PipelineStage::kRewrite, "optimizer error", report.status());
   out->optimization = *std::move(report);
   out->timings_ms["optimize"] = out->optimization->optimize_ms;
+  // Where the optimization's time went: "optimize.rules", "optimize.shape_facts", ...
+  for (const auto& [stage, ms] : out->optimization->stage_ms) out->timings_ms["optimize." + stage] = ms;
   for (const auto& [name, n] : out->optimization->stats.applications) out->rewrites += n;
   if (out->rewrites == 0) return std::nullopt;
   auto after = CountRewrittenOps(*out->loaded);
