@@ -302,7 +302,7 @@ class RowOptimizer : public torch::optim::Optimizer {
         rows = g.indices()[0];
         values = g.values();
       } else {
-        rows = at::arange(p.size(0), at::kLong);
+        rows = at::arange(p.size(0), p.options().dtype(at::kLong));
         values = g;
       }
       Update(p, rows, values);
@@ -316,7 +316,7 @@ class RowOptimizer : public torch::optim::Optimizer {
   virtual void Update(at::Tensor& p, const at::Tensor& rows, const at::Tensor& values) = 0;
   at::Tensor& Slot(std::map<const void*, at::Tensor>& slots, const at::Tensor& p, at::IntArrayRef shape) {
     auto it = slots.find(p.unsafeGetTensorImpl());
-    if (it == slots.end()) it = slots.emplace(p.unsafeGetTensorImpl(), at::zeros(shape)).first;
+    if (it == slots.end()) it = slots.emplace(p.unsafeGetTensorImpl(), at::zeros(shape, p.options())).first;
     return it->second;
   }
 };
@@ -402,12 +402,33 @@ using StateReader = std::function<at::Tensor(torch::optim::Optimizer&, const at:
 // with the same optimizer for 5 steps: the losses must agree at every step, and afterwards every
 // table (through original_state_dict()) and its optimizer state (the stored table's state, cut
 // at each member's rows) must be the original's.
+// Tensors (also inside lists and tuples) moved to `device`.
+c10::IValue OnDevice(const c10::IValue& v, const c10::Device& device) {
+  if (v.isTensor()) return v.toTensor().to(device);
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList().vec()) out.push_back(t.to(device));
+    return out;
+  }
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& e : v.toTupleRef().elements()) items.push_back(OnDevice(e, device));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return v;
+}
+
 void TrainTablesAndCompare(const Stacked& s, const std::string& kind,
                            const std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>& make,
-                           const StateReader& state, const std::string& what) {
-  SCOPED_TRACE(what);
+                           const StateReader& state, const std::string& what,
+                           const c10::Device& device = c10::Device(c10::kCPU)) {
+  SCOPED_TRACE(what + " on " + device.str());
   torch::jit::Module original = torch::jit::load(Corpus("dlrm_sparse/" + kind + ".pt"));
   torch::jit::Module artifact = torch::jit::load(s.path);
+  original.to(device);
+  artifact.to(device);
+  std::vector<c10::IValue> inputs;
+  for (const c10::IValue& v : s.inputs) inputs.push_back(OnDevice(v, device));
   auto opt_o = make(Trainable(original));
   auto opt_a = make(Trainable(artifact));
   for (int step = 0; step < 5; ++step) {
@@ -415,7 +436,7 @@ void TrainTablesAndCompare(const Stacked& s, const std::string& kind,
     int k = 0;
     for (auto [m, opt] : {std::make_pair(&original, opt_o.get()), std::make_pair(&artifact, opt_a.get())}) {
       opt->zero_grad();
-      at::Tensor out = m->forward(s.inputs).toTensor();
+      at::Tensor out = m->forward(inputs).toTensor();
       at::Tensor l = (out * out).mean();
       l.backward();
       opt->step();
@@ -454,7 +475,11 @@ void TrainTablesAndCompare(const Stacked& s, const std::string& kind,
 
 // SGD (with momentum), Adagrad, SparseAdam and row-wise Adagrad train the stored table exactly as
 // they train the separate tables: their state is per element or per row.
+// On the CPU, and on CUDA where there is one (the GPU ctest).
 TEST(SparseTablesTest, OptimizersTrainTheStoredTableAsTheSeparateTables) {
+  std::vector<c10::Device> devices = {c10::Device(c10::kCPU)};
+  if (torch::cuda::is_available()) devices.emplace_back(c10::kCUDA, 0);
+  for (const c10::Device& device : devices)
   for (const std::string kind : {"scripted", "traced"}) {
     SCOPED_TRACE(kind);
     Stacked s = MakeStacked(kind, /*stacked=*/true, "dlrm_sparse");
@@ -468,7 +493,7 @@ TEST(SparseTablesTest, OptimizersTrainTheStoredTableAsTheSeparateTables) {
           auto& st = static_cast<torch::optim::SGDParamState&>(*o.state().at(StateKey<OptimizerStateKey>(p)));
           return st.momentum_buffer();
         },
-        "SGD, momentum 0.9");
+        "SGD, momentum 0.9", device);
     TrainTablesAndCompare(
         s, kind,
         [](std::vector<at::Tensor> p) {
@@ -477,21 +502,21 @@ TEST(SparseTablesTest, OptimizersTrainTheStoredTableAsTheSeparateTables) {
         [&](torch::optim::Optimizer& o, const at::Tensor& p) {
           return static_cast<torch::optim::AdagradParamState&>(*o.state().at(StateKey<OptimizerStateKey>(p))).sum();
         },
-        "Adagrad");
+        "Adagrad", device);
     TrainTablesAndCompare(
         s, kind,
         [](std::vector<at::Tensor> p) { return std::make_unique<SparseAdamReference>(p, 0.01); },
         [](torch::optim::Optimizer& o, const at::Tensor& p) {
           return static_cast<RowOptimizer&>(o).State(p);
         },
-        "SparseAdam");
+        "SparseAdam", device);
     TrainTablesAndCompare(
         s, kind,
         [](std::vector<at::Tensor> p) { return std::make_unique<RowWiseAdagradReference>(p, 0.05); },
         [](torch::optim::Optimizer& o, const at::Tensor& p) {
           return static_cast<RowOptimizer&>(o).State(p);
         },
-        "row-wise Adagrad");
+        "row-wise Adagrad", device);
   }
 }
 
