@@ -3,6 +3,7 @@
 #include "runtime/equivalence_checker.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <chrono>
 #include <map>
@@ -225,6 +226,9 @@ struct TimedSteps {
   bool training;
   int warm_up;
   int failed_model = -1;  // the index of the model whose step threw, if one did
+  // The index of the model whose step runs now (read by the timing thread's caller when the
+  // step makes no progress).
+  std::shared_ptr<std::atomic<int>> running = std::make_shared<std::atomic<int>>(-1);
 };
 
 // A step of models[model] threw: which model, and LibTorch's message.
@@ -246,6 +250,7 @@ void RunTimedSteps(TimedSteps& t, const std::function<void()>& progress) {
   // One step of models[k]; what it throws becomes a StepFailure naming k.
   auto step = [&](size_t k) {
     TimedModel& m = t.models[k];
+    t.running->store(static_cast<int>(k));
     try {
       c10::IValue out = m.copy.forward(m.in);
       if (t.training) {
@@ -335,7 +340,10 @@ absl::StatusOr<std::vector<StepMeasure>> MeasureSteps(const std::vector<const to
           return absl::OkStatus();
         },
         stall_limit);
-    if (absl::IsDeadlineExceeded(ran)) return ran;
+    if (absl::IsDeadlineExceeded(ran)) {
+      *failed_model = steps->running->load();  // the model whose step made no progress
+      return ran;
+    }
     if (!ran.ok()) {
       *failed_model = steps->failed_model;
       return absl::InvalidArgumentError(TorchErrorMessage(std::string(ran.message())));
@@ -718,9 +726,22 @@ absl::StatusOr<std::vector<StepMeasure>> MeasureBoth(const CheckSubject& s,
   const bool executor = timing == StepTiming::kExecutor;
   int failed = -1;
   auto m = MeasureSteps(models, s.samples, s.options.dtype, s.device, train, timing, stall, &failed);
-  if (m.ok() || absl::IsDeadlineExceeded(m.status())) return m;
+  if (m.ok()) return m;
   const bool reference_failed = failed >= 0 && models[failed] == &s.reference;
   const bool candidate_failed = failed >= 0 && models[failed] == &s.candidate;
+  if (absl::IsDeadlineExceeded(m.status())) {
+    // The original's steps all ran and the optimized model's did not: users running the
+    // artifact with the executor's defaults would wait as long (torch 2.11's CUDA fuser
+    // compiling a stored-table lookup's index arithmetic, bench/RESULTS.md).
+    if (candidate_failed && s.options.time_reference) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "timing failed: the optimized model's ", train ? "training step" : "forward",
+          " made no progress within ", s.options.executor_stall_s,
+          " s with the graph executor's optimizations on, as users run it (the original's steps "
+          "finished)"));
+    }
+    return m;
+  }
   if (executor && reference_failed) {
     return absl::AbortedError(absl::StrCat(
         "the original model's ", train ? "training step" : "forward",

@@ -7,7 +7,7 @@ in another process three training steps (forward, sum of the float outputs, back
 each call; a process that has not finished after --timeout seconds is reported as a stall with
 the call it was in. Prints one line per archive and mode.
 
-    python3 tools/gpu/stall_probe.py --inputs_dir DIR A.pt [B.pt ...] [--timeout 30]
+    python3 tools/gpu/stall_probe.py --inputs_dir DIR A.pt [B.pt ...] [--timeout 30] [--no_texpr]
 
 DIR/<name>/inputs.pt are the sample inputs of archive .../<name>/*.pt (the corpus layout).
 """
@@ -22,6 +22,8 @@ CHILD = r'''
 import sys, time, torch
 sys.path.insert(0, %(tools)r)
 from train_client import float_tensors, to_device
+if %(no_texpr)r:
+    torch._C._jit_set_texpr_fuser_enabled(False)
 m = torch.jit.load(%(model)r, map_location="cuda")
 inputs = to_device(torch.load(%(inputs)r), "cuda")
 if not isinstance(inputs, tuple):
@@ -41,9 +43,10 @@ for i in range(3):
 '''
 
 
-def probe(model, inputs, train, timeout):
+def probe(model, inputs, train, timeout, no_texpr=False):
     tools = os.path.dirname(os.path.abspath(__file__))
-    src = CHILD % {"tools": tools, "model": model, "inputs": inputs, "train": train}
+    src = CHILD % {"tools": tools, "model": model, "inputs": inputs, "train": train,
+                   "no_texpr": no_texpr}
     t = time.perf_counter()
     try:
         r = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=timeout)
@@ -60,14 +63,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inputs_dir", required=True)
     ap.add_argument("--timeout", type=float, default=30)
+    ap.add_argument("--no_texpr", action="store_true",
+                    help="also run each archive with the TensorExpr (CUDA) fuser off")
     ap.add_argument("archives", nargs="+")
     args = ap.parse_args()
     for a in args.archives:
         name = os.path.basename(os.path.dirname(a))
         inputs = os.path.join(args.inputs_dir, name, "inputs.pt")
-        for train in (False, True):
-            print("%s %s: %s" % (a, "training step" if train else "no_grad forward",
-                                 probe(a, inputs, train, args.timeout)), flush=True)
+        for no_texpr in ((False, True) if args.no_texpr else (False,)):
+            for train in (False, True):
+                print("%s %s%s: %s" % (a, "training step" if train else "no_grad forward",
+                                       " (TensorExpr fuser off)" if no_texpr else "",
+                                       probe(a, inputs, train, args.timeout, no_texpr)), flush=True)
     return 0
 
 
