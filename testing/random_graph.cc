@@ -18,6 +18,7 @@
 #include <torch/csrc/jit/ir/irparser.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -47,13 +48,15 @@ struct Val {
 
 class Gen {
  public:
-  explicit Gen(uint64_t seed) : rng_(seed * 0x9E3779B97F4A7C15ull + 12345) {}
+  explicit Gen(uint64_t seed)
+      : rng_(seed * 0x9E3779B97F4A7C15ull + 12345), aux_(seed * 0xD1B54A32D192ED03ull + 777) {}
 
   RandomGraph Build(int steps) {
     for (int i = 0; i < steps; ++i) Step();
     RandomGraph g;
     g.has_inplace = has_inplace_;
     g.inplace_on_leaf = inplace_on_leaf_;
+    g.stacked_layout = stacked_layout_;
     // Outputs: every non-input value nothing uses, plus a few more (fan-out into the return).
     std::vector<std::string> outs;
     std::set<std::string> seen;
@@ -79,6 +82,9 @@ class Gen {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
   }
   bool P(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  // Choices added after the generator's first corpus of graphs draw from their own stream, so the
+  // graphs every earlier choice made stay the same.
+  bool Q(double p) { return std::uniform_real_distribution<double>(0, 1)(aux_) < p; }
 
   // ---- text ----
   std::string Fresh() { return absl::StrCat("%v", next_++); }
@@ -416,8 +422,15 @@ class Gen {
     int64_t rank = xs.size(), d = R(0, rank - 1), n = R(1, xs[d]);
     std::vector<int64_t> is(n);
     std::iota(is.begin(), is.end(), 0);
-    if (P(0.2)) std::shuffle(is.begin(), is.end(), rng_);
-    if (P(0.1) && n < xs[d]) for (int64_t& i : is) ++i;
+    bool in_order = true;
+    if (P(0.2)) {
+      std::shuffle(is.begin(), is.end(), rng_);
+      in_order = std::is_sorted(is.begin(), is.end());
+    }
+    if (P(0.1) && n < xs[d]) {
+      for (int64_t& i : is) ++i;
+      in_order = false;
+    }
     std::vector<std::string> sel;
     Shape s = xs;
     s.erase(s.begin() + d);
@@ -427,7 +440,13 @@ class Gen {
       Emit(y + " : Tensor", absl::StrCat("aten::select(", Use(x), ", ", Dim(d, rank), ", ", Int(spelled), ")"));
       sel.push_back(y);
     }
-    if (P(0.8)) {
+    const bool glue = P(0.8);
+    if (glue && d == 0 && rank >= 2 && in_order && n >= 2 && Q(0.4)) {
+      // The leading rows, one by one, concatenated back (DLRM's lS_i[k] joined into one list).
+      Shape o = s;
+      o[0] *= n;
+      Add(Cat(sel, 0, rank - 1, "cat"), o, false);
+    } else if (glue) {
       int64_t e = P(0.8) ? d : R(0, rank - 1);
       Shape o = s;
       o.insert(o.begin() + e, n);
@@ -669,6 +688,7 @@ class Gen {
   // table has at least 4 rows.
   void Embedding() {
     if (P(0.25)) return EmbeddingBags();
+    if (Q(0.4)) stacked_layout_ = true;
     int64_t bsz = R(2, 4), k = R(2, 5), d = R(1, 6);
     const bool pool = P(0.6);  // pool the members whose indices are bags, by sum or by mean
     const bool mean = P(0.3);
@@ -758,6 +778,10 @@ class Gen {
     const bool same_batch = P(0.6);
     const int64_t mode = R(0, 2);
     int64_t bsz = R(2, 4);
+    // Some groups as id-score features (per-sample weights, sum), some optimized as the stacked
+    // layout would (the stored-table lookups).
+    const bool weighted = Q(0.3);
+    if (Q(0.5)) stacked_layout_ = true;
     for (int64_t i = 0; i < k; ++i) {
       if (!same_batch) bsz = R(2, 4);
       std::string idx = absl::StrCat("%idx", next_++), len = absl::StrCat("%len", next_++);
@@ -770,11 +794,16 @@ class Gen {
       int64_t width = P(0.85) ? d : R(1, 6);
       std::string w = Param({R(4, 9), width});
       const int64_t member_mode = P(0.85) ? mode : R(0, 2);
-      const std::string f = Bool(false), none = None(), m = Int(member_mode);
+      const std::string f = Bool(false), none = None(), m = Int(weighted ? 0 : member_mode);
+      std::string psw = none;
+      if (weighted) {
+        psw = absl::StrCat("%psw", next_++);
+        header_.push_back(absl::StrCat(psw, " : Float(", 3 * bsz, ")"));
+      }
       std::string y = Fresh(), o2b = Fresh(), sizes = Fresh(), maxi = Fresh();
       Emit(absl::StrCat(y, " : Tensor, ", o2b, " : Tensor, ", sizes, " : Tensor, ", maxi, " : Tensor"),
            absl::StrCat("aten::embedding_bag(", w, ", ", idx, ", ", off, ", ", f, ", ", m, ", ", f, ", ",
-                        none, ", ", f, ", ", none, ")"));
+                        psw, ", ", f, ", ", none, ")"));
       Add(y, {bsz, width}, false);
     }
   }
@@ -980,6 +1009,8 @@ class Gen {
   std::map<std::string, std::string> consts_;
   std::vector<Val> pool_;
   bool has_inplace_ = false, inplace_on_leaf_ = false;
+  bool stacked_layout_ = false;  // optimized as --param_layout=stacked (RandomGraph::stacked_layout)
+  std::mt19937_64 aux_;
 };
 
 std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
@@ -1076,6 +1107,12 @@ DiffResult RunDifferential(const RuleSet& rules, uint64_t seed, int steps) {
   OptimizeOptions opts;
   opts.sample_inputs = &*inputs;
   opts.fixed_inputs = ParamInputs(*original);
+  if (g.stacked_layout) {
+    opts.stacked_parameters = true;
+    opts.storable_parameter = [](const torch::jit::Value* v) {  // the %param_* inputs
+      return v->node()->kind() == c10::prim::Param && absl::StartsWith(v->debugName(), "param_");
+    };
+  }
   try {
     auto rep = OptimizeGraph(graph, rules, opts);
     if (!rep.ok()) {

@@ -36,6 +36,9 @@ struct RandomGraph {
   std::string text;          // text IR, parseable by torch::jit::parseIR
   bool has_inplace = false;  // some node mutates a value (relu_, add_)
   bool inplace_on_leaf = false;  // ... a graph input or a view of one (no gradients then)
+  // Optimized as --param_layout=stacked would be, its %param_* inputs taken as parameters a
+  // stored stack can hold (the stored-table lookups fire then; the stacks stay in the graph).
+  bool stacked_layout = false;
 };
 
 RandomGraph GenerateRandomGraph(uint64_t seed, int steps);
