@@ -92,6 +92,15 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
     used.timing = StepTiming::kInterpreter;
     sel = select(used);
   }
+  if (absl::IsUnavailable(sel.status())) {
+    // The optimized model's step made no progress under the executor while the original's
+    // finished: users running the artifact would wait as long. Nothing is published.
+    CostSelection stalled;
+    stalled.rules = rules.Only({});
+    stalled.executor_stall = std::string(sel.status().message());
+    stalled.log.push_back(stalled.executor_stall);
+    sel = std::move(stalled);
+  }
   if (sel.ok()) {
     sel->stacked_parameters = options.optimize.stacked_parameters;
     sel->timing = used.timing;

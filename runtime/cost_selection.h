@@ -12,9 +12,11 @@
 // forward of a few tenths of a millisecond one timing alone can be 10% off either way, and it
 // must neither publish a slower forward nor refuse a selection on one unlucky timing.
 //
-// Timing with the executor (CostOptions::timing) that makes no progress in a step (torch 2.11's
-// fuser can fail to return), or that the original model fails, is given up on: the selection
-// starts over, timed in the interpreter, and says why (timing, timing_fallback). A rule set whose
+// Timing with the executor (CostOptions::timing) that makes no progress in the original's step
+// (torch 2.11's fuser can fail to return), or that the original model fails, is given up on: the
+// selection starts over, timed in the interpreter, and says why (timing, timing_fallback). When
+// the optimized model's step is the one that makes no progress, users would meet the same wait:
+// the selection is empty (executor_stall says why). A rule set whose
 // result fails with the executor fails the selection, naming the optimized model.
 //
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
@@ -70,6 +72,10 @@ struct CostSelection {
   // Set when CostOptions asked for executor timing and a step made no progress
   // (CheckOptions::executor_stall_s): why the selection was made in the interpreter instead.
   std::string timing_fallback;
+  // Set when a measured set's optimized model made no progress in a step under the executor
+  // while the original's steps finished (torch 2.11's CUDA fuser): the selection is empty and
+  // says why.
+  std::string executor_stall;
   bool none_fired = false;               // no rule applies to this model at all
   double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set

@@ -16,6 +16,7 @@ enum class DecisionClause {
   kGateNothingPays,     // the gate: no set of rules was faster
   kGateOverMemory,      // the gate: every set that changes the model is over the memory policy
   kGateNotConfirmed,    // the gate: faster at first, not when timed again
+  kGateExecutorStall,   // the gate: the optimized model's step made no progress under the executor
   kUntimedGrowth,       // nothing timed, and the graph runs more aten ops
   kTimedNotFaster,      // the validated artifact was not faster on the device
   kTimedMoreMemory,     // the validated artifact needed more peak memory than the policy allows
@@ -27,7 +28,7 @@ enum class DecisionClause {
 // Every clause, in the order above.
 inline constexpr DecisionClause kDecisionClauses[] = {
     DecisionClause::kNoRuleApplied,   DecisionClause::kGateNothingPays, DecisionClause::kGateOverMemory,
-    DecisionClause::kGateNotConfirmed, DecisionClause::kUntimedGrowth,  DecisionClause::kTimedNotFaster,
+    DecisionClause::kGateNotConfirmed, DecisionClause::kGateExecutorStall, DecisionClause::kUntimedGrowth,  DecisionClause::kTimedNotFaster,
     DecisionClause::kTimedMoreMemory, DecisionClause::kReusedUnchanged, DecisionClause::kOptimized,
     DecisionClause::kFailed};
 
@@ -38,6 +39,7 @@ inline absl::string_view DecisionClauseName(DecisionClause clause) {
     case DecisionClause::kGateNothingPays: return "gate_nothing_pays";
     case DecisionClause::kGateOverMemory: return "gate_over_memory";
     case DecisionClause::kGateNotConfirmed: return "gate_not_confirmed";
+    case DecisionClause::kGateExecutorStall: return "gate_executor_stall";
     case DecisionClause::kUntimedGrowth: return "untimed_growth";
     case DecisionClause::kTimedNotFaster: return "timed_not_faster";
     case DecisionClause::kTimedMoreMemory: return "timed_more_memory";

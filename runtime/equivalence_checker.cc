@@ -734,8 +734,8 @@ absl::StatusOr<std::vector<StepMeasure>> MeasureBoth(const CheckSubject& s,
     // artifact with the executor's defaults would wait as long (torch 2.11's CUDA fuser
     // compiling a stored-table lookup's index arithmetic, bench/RESULTS.md).
     if (candidate_failed && s.options.time_reference) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "timing failed: the optimized model's ", train ? "training step" : "forward",
+      return absl::UnavailableError(absl::StrCat(
+          "the optimized model's ", train ? "training step" : "forward",
           " made no progress within ", s.options.executor_stall_s,
           " s with the graph executor's optimizations on, as users run it (the original's steps "
           "finished)"));

@@ -128,7 +128,8 @@ class EquivalenceChecker {
   // to its schema first. InvalidArgumentError when they do not fit or the reference cannot run
   // on them (bad input); FailedPreconditionError "the original model fails on cuda: ..." when the
   // device is CUDA and the reference runs on the CPU but not there (the message quotes the
-  // interpreter's error).
+  // interpreter's error); UnavailableError "the optimized model's forward made no progress ..."
+  // when, timed with the executor, the candidate's step stalls while the reference's finished.
   absl::StatusOr<CheckReport> Check(const torch::jit::Module& reference,
                                     const torch::jit::Module& candidate,
                                     const std::vector<c10::IValue>& samples) const;

@@ -319,6 +319,10 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
   auto t2 = Clock::now();
   auto validation = Validate(req, *out);
   out->timings_ms["validate"] = MsSince(t2);
+  if (absl::IsUnavailable(validation.status())) {  // decided on: unchanged (gate_executor_stall)
+    out->executor_stall = std::string(validation.status().message());
+    return std::nullopt;
+  }
   if (!validation.ok()) {
     // "validation failure on cuda: <first failure>"; "validation failure: the artifact does not load".
     const bool loads = !absl::IsFailedPrecondition(validation.status());

@@ -151,6 +151,9 @@ struct Outcome {
 
   std::optional<LoadedModel> loaded;
   Placement placement;
+  // The validation's timing found the artifact's step making no progress under the executor
+  // while the original's finished (EquivalenceChecker: Unavailable): why it is not published.
+  std::string executor_stall;
   std::optional<CostSelection> selection;
   // The reuse stage: the version whose decision was reused, or why none was (report.json
   // "decision_reuse").

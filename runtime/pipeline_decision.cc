@@ -28,6 +28,11 @@ std::pair<DecisionClause, std::string> GateReason(const PipelineRequest& req, co
   const std::string figures = absl::StrFormat(
       "best %.3f ms vs %.3f ms original, peak %.1f vs %.1f MiB per %s on %s", sel.optimized_ms,
       sel.original_ms, MiB(sel.optimized_peak_bytes), MiB(sel.original_peak_bytes), StepName(req.mode), device);
+  if (!sel.executor_stall.empty()) {
+    return {DecisionClause::kGateExecutorStall,
+            absl::StrCat("The optimized model does not run as users run it: ", sel.executor_stall,
+                         kKeptOriginal)};
+  }
   if (!sel.confirmed) {
     return {DecisionClause::kGateNotConfirmed,
             absl::StrFormat("The selection's gain was not confirmed when timed again (%.3f ms vs %.3f ms "
@@ -142,6 +147,12 @@ void DecideFresh(const PipelineRequest& req, Outcome* out) {
       return Settle(ReportStatus::kUnchanged, clause, reason, out);
     }
     return Settle(ReportStatus::kUnchanged, DecisionClause::kNoRuleApplied, NoRuleReason(*out), out);
+  }
+  if (!out->executor_stall.empty()) {
+    return Settle(ReportStatus::kUnchanged, DecisionClause::kGateExecutorStall,
+                  absl::StrCat("The optimized model does not run as users run it: ", out->executor_stall,
+                               kKeptOriginal),
+                  out);
   }
   const std::string optimized =
       out->validation

@@ -168,10 +168,30 @@ TEST(PipelineDecisionTest, TheGateClauseThatKeptNoRule) {
   out.selection->confirmed = false;
   Decide(req, &out);
   EXPECT_EQ(out.clause, DecisionClause::kGateNotConfirmed);
+  out.selection->executor_stall = "the optimized model's forward made no progress within 60 s";
+  Decide(req, &out);
+  EXPECT_EQ(out.clause, DecisionClause::kGateExecutorStall);
+  EXPECT_EQ(out.status, ReportStatus::kUnchanged);
+  EXPECT_NE(out.reason.find("does not run as users run it: the optimized model's forward made no progress"),
+            std::string::npos) << out.reason;
+  out.selection->executor_stall.clear();
   out.selection->none_fired = true;
   Decide(req, &out);
   EXPECT_EQ(out.clause, DecisionClause::kNoRuleApplied);
   EXPECT_EQ(out.status, ReportStatus::kUnchanged);
+}
+
+// An artifact whose timed step made no progress under the executor (the original's finished) is
+// not published, whatever else the outcome says.
+TEST(PipelineDecisionTest, AnArtifactThatStallsUnderTheExecutorIsNotPublished) {
+  PipelineRequest req;
+  Outcome out = Rewritten({10, 100}, {});
+  out.rewrites = 3;
+  out.executor_stall = "the optimized model's forward made no progress within 60 s";
+  Decide(req, &out);
+  EXPECT_EQ(out.status, ReportStatus::kUnchanged);
+  EXPECT_EQ(out.clause, DecisionClause::kGateExecutorStall);
+  EXPECT_NE(out.reason.find("forward made no progress within 60 s"), std::string::npos) << out.reason;
 }
 
 TEST(PipelineDecisionTest, TimedVerdictOnTheValidatedArtifact) {
