@@ -5,6 +5,10 @@
 // tells which dims follow the batch size; those are marked dynamic.
 #include "passes/shape_facts.h"
 
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
@@ -61,43 +65,54 @@ c10::optional<int64_t> ShapeFacts::StaticSize(const Value* v, int64_t dim) const
 
 namespace {
 
-// Runs `graph` with all its top-level tensor values as outputs; returns their sizes in the order
-// of `probes` (values of the original graph).
-absl::StatusOr<std::vector<c10::IValue>> RunProbed(const std::shared_ptr<Graph>& graph,
-                                                   const std::vector<Value*>& probes,
-                                                   const std::vector<c10::IValue>& inputs) {
-  auto copy = graph->copy();
-  // Graph::copy clones inputs and nodes in order, so the two graphs walk in lockstep.
-  std::unordered_map<const Value*, Value*> map;
-  for (size_t k = 0; k < graph->inputs().size(); ++k) map[graph->inputs()[k]] = copy->inputs()[k];
-  auto it_a = graph->nodes().begin();
-  auto it_b = copy->nodes().begin();
-  for (; it_a != graph->nodes().end(); ++it_a, ++it_b) {
-    for (size_t k = 0; k < it_a->outputs().size(); ++k) map[it_a->outputs()[k]] = it_b->outputs()[k];
-  }
-  size_t original_outputs = copy->outputs().size();
-  for (Value* p : probes) copy->registerOutput(map.at(p));
-  if (inputs.size() != copy->inputs().size()) {
-    return absl::InvalidArgumentError(absl::StrCat("the graph takes ", copy->inputs().size(),
-                                                   " inputs, the samples give ", inputs.size()));
-  }
-  try {
-    c10::NoGradGuard no_grad;
-    ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);  // a measurement, not training
-    torch::jit::Code code(copy, "sentier_shape_facts");
-    torch::jit::InterpreterState state(code);
-    std::vector<c10::IValue> stack = inputs;
-    state.run(stack);
-    if (stack.size() != original_outputs + probes.size()) {
-      return absl::InternalError("unexpected number of outputs while recording shape facts");
+// A copy of `graph` with all its top-level tensor values (`probes`) as extra outputs, compiled
+// once for the interpreter, run on the samples and again at twice the batch.
+class ProbedGraph {
+ public:
+  ProbedGraph(const std::shared_ptr<Graph>& graph, const std::vector<Value*>& probes)
+      : copy_(graph->copy()), probes_(probes.size()) {
+    // Graph::copy clones inputs and nodes in order, so the two graphs walk in lockstep.
+    std::unordered_map<const Value*, Value*> map;
+    for (size_t k = 0; k < graph->inputs().size(); ++k) map[graph->inputs()[k]] = copy_->inputs()[k];
+    auto it_a = graph->nodes().begin();
+    auto it_b = copy_->nodes().begin();
+    for (; it_a != graph->nodes().end(); ++it_a, ++it_b) {
+      for (size_t k = 0; k < it_a->outputs().size(); ++k) map[it_a->outputs()[k]] = it_b->outputs()[k];
     }
-    return std::vector<c10::IValue>(stack.begin() + original_outputs, stack.end());
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    return absl::InvalidArgumentError(
-        absl::StrCat("running the graph on the sample inputs failed: ", TorchErrorMessage(what)));
+    original_outputs_ = copy_->outputs().size();
+    for (Value* p : probes) copy_->registerOutput(map.at(p));
   }
-}
+
+  // The probes' values on `inputs`, in the order of `probes`.
+  absl::StatusOr<std::vector<c10::IValue>> Run(const std::vector<c10::IValue>& inputs) {
+    if (inputs.size() != copy_->inputs().size()) {
+      return absl::InvalidArgumentError(absl::StrCat("the graph takes ", copy_->inputs().size(),
+                                                     " inputs, the samples give ", inputs.size()));
+    }
+    try {
+      c10::NoGradGuard no_grad;
+      ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);  // a measurement, not training
+      if (!code_) code_ = std::make_unique<torch::jit::Code>(copy_, "sentier_shape_facts");
+      torch::jit::InterpreterState state(*code_);
+      std::vector<c10::IValue> stack = inputs;
+      state.run(stack);
+      if (stack.size() != original_outputs_ + probes_) {
+        return absl::InternalError("unexpected number of outputs while recording shape facts");
+      }
+      return std::vector<c10::IValue>(stack.begin() + original_outputs_, stack.end());
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      return absl::InvalidArgumentError(
+          absl::StrCat("running the graph on the sample inputs failed: ", TorchErrorMessage(what)));
+    }
+  }
+
+ private:
+  std::shared_ptr<Graph> copy_;
+  size_t probes_;
+  size_t original_outputs_ = 0;
+  std::unique_ptr<torch::jit::Code> code_;
+};
 
 // A module tensor (a parameter or buffer read by prim::GetAttr) or a constant: its sizes do not
 // follow the inputs, whatever the second run did.
@@ -119,7 +134,8 @@ absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
       if (v->type()->kind() == c10::TypeKind::TensorType) probes.push_back(v);
     }
   }
-  auto first = RunProbed(graph, probes, inputs);
+  ProbedGraph probed(graph, probes);
+  auto first = probed.Run(inputs);
   if (!first.ok()) return first.status();
   // Second run at twice the batch size (offsets of EmbeddingBag inputs continue, see
   // sample_inputs.h); inputs that do not follow the batch keep their size.
@@ -127,7 +143,7 @@ absl::StatusOr<ShapeFacts> RecordShapeFacts(const std::shared_ptr<Graph>& graph,
   for (size_t i = 0; i < inputs.size() && i < fixed_inputs.size(); ++i) {
     if (fixed_inputs[i]) doubled[i] = inputs[i];
   }
-  auto second = RunProbed(graph, probes, doubled);
+  auto second = probed.Run(doubled);
   ShapeFacts facts;
   for (size_t k = 0; k < probes.size(); ++k) {
     const c10::IValue& a = (*first)[k];
