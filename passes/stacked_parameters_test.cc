@@ -282,6 +282,77 @@ TEST(SparseTablesTest, StackedLayoutStoresOneTableWithOneSparseGradient) {
   }
 }
 
+// The reference DLRM calls a helper method over its tables (apply_emb): once the tables move into
+// the stored one, that method is removed (it would read modules that are gone), the layout says
+// so, and the artifact loads and keeps forward, original_state_dict and its other methods.
+TEST(SparseTablesTest, HelperMethodsOverMovedTablesAreRemoved) {
+  Stacked s = MakeStacked("scripted", /*stacked=*/true, "dlrm_criteo");
+  ASSERT_EQ(s.layout.stacked.size(), 1u);
+  EXPECT_EQ(s.layout.removed_methods, std::vector<std::string>{"apply_emb"});
+  torch::jit::Module artifact = torch::jit::load(s.path);
+  EXPECT_FALSE(artifact.find_method("apply_emb").has_value());
+  EXPECT_TRUE(artifact.find_method("interact_features").has_value());
+  EXPECT_TRUE(artifact.find_method("original_state_dict").has_value());
+  EXPECT_EQ(CountKind(artifact, "aten::embedding_bag"), 1);
+  auto layout = ReadParamLayout(artifact);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->removed_methods, std::vector<std::string>{"apply_emb"});
+}
+
+// A sparse table in a module with a tensor of its own cannot leave whole, so the stored-table
+// rule leaves it apart. Forced to batch it anyway (a predicate that calls every table storable),
+// the optimizer refuses to produce the artifact rather than one whose table gets no gradient.
+TEST(SparseTablesTest, ASparseTableThatCannotBeStoredStaysApart) {
+  auto bag = [](const std::string& name, bool extra) {
+    torch::jit::Module m(name);
+    m.register_parameter("weight", torch::randn({5, 3}), false);
+    if (extra) m.register_parameter("scale", torch::ones({1}), false);
+    m.define(R"(
+      def forward(self, i, o):
+          return torch.embedding_bag(self.weight, i, o, False, 0, True, None, False, None)[0]
+    )");
+    return m;
+  };
+  auto make = [&] {
+    torch::jit::Module root("Root");
+    root.register_module("a", bag("TableWithScale", true));
+    root.register_module("b", bag("Table", false));
+    root.define(R"(
+      def forward(self, i0, o0, i1, o1):
+          return torch.cat([self.a.forward(i0, o0), self.b.forward(i1, o1)], 1)
+    )");
+    return root;
+  };
+  std::vector<c10::IValue> inputs = {torch::tensor({0, 4, 2}), torch::tensor({0, 1}),
+                                     torch::tensor({1, 3, 3}), torch::tensor({0, 2})};
+  auto rules = LoadRules({DefaultRulesDir()});
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  for (bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "every table called storable" : "default");
+    torch::jit::Module root = make();
+    std::shared_ptr<torch::jit::Graph> graph = root.get_method("forward").graph()->copy();
+    std::vector<c10::IValue> samples = {root._ivalue()};
+    samples.insert(samples.end(), inputs.begin(), inputs.end());
+    OptimizeOptions opts;
+    opts.self = root._ivalue();
+    opts.sample_inputs = &samples;
+    opts.stacked_parameters = true;
+    if (forced) opts.storable_parameter = [](const torch::jit::Value*) { return true; };
+    auto report = OptimizeGraph(graph, **rules, opts);
+    if (!forced) {
+      ASSERT_TRUE(report.ok()) << report.status();
+      EXPECT_EQ(report->stats.applications["batch_embedding_bag_stored_tables"], 0);
+      int64_t lookups = 0;
+      for (const torch::jit::Node* n : graph->nodes()) lookups += n->kind() == c10::aten::embedding_bag;
+      EXPECT_EQ(lookups, 2);
+    } else {
+      ASSERT_FALSE(report.ok());
+      EXPECT_NE(std::string(report.status().message()).find("sparse gradient"), std::string::npos)
+          << report.status();
+    }
+  }
+}
+
 // Optimizers a sparse table trains with, as PyTorch (or FBGEMM) define them, for the ones LibTorch
 // lacks. Each updates only the rows a sparse gradient touches (every element of a dense one).
 // Per-row state is what makes an optimizer exact on a stored table: a row of the stored table is
