@@ -11,6 +11,7 @@
 #include <ATen/core/List.h>
 #include <ATen/core/jit_type.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -189,16 +190,27 @@ size_t CommonSuffix(const std::string& a, const std::string& b) {
   return n;
 }
 
+// The key of a path with part k left out: paths that differ only in part k share it.
+std::string SiblingKey(const std::vector<std::string>& parts, size_t k) {
+  std::string key = absl::StrCat(k, "|");
+  for (size_t i = 0; i < parts.size(); ++i) absl::StrAppend(&key, i == k ? "*" : parts[i], "[");
+  return key;
+}
+
 // offsets path -> length of the indices tensor it indexes: for each tensor that looks like
 // offsets, the index tensor whose path differs from its own in one part (a sibling: ids[k] for
-// offsets[k]), with the longest common suffix in that part, nearest before it on a tie. Every
-// path is split and every tensor classified once (a model with 500 features passes 1,500).
+// offsets[k]), with the longest common suffix in that part, nearest before it on a tie; where
+// it has no sibling, the best of all index tensors by the same order. Paths are split, tensors
+// classified and siblings indexed once (a model with 500 features passes 1,500 tensors).
 std::map<std::string, int64_t> FindOffsets(const NamedTensors& flat) {
   std::vector<std::vector<std::string>> parts(flat.size());
   std::vector<bool> index(flat.size());
+  absl::flat_hash_map<std::string, std::vector<size_t>> siblings;
   for (size_t j = 0; j < flat.size(); ++j) {
     parts[j] = PathParts(flat[j].first);
     index[j] = IsIndexTensor(flat[j].second);
+    if (!index[j]) continue;
+    for (size_t k = 0; k < parts[j].size(); ++k) siblings[SiblingKey(parts[j], k)].push_back(j);
   }
   std::map<std::string, int64_t> out;
   for (size_t i = 0; i < flat.size(); ++i) {
@@ -208,9 +220,9 @@ std::map<std::string, int64_t> FindOffsets(const NamedTensors& flat) {
     const std::vector<std::string>& op = parts[i];
     int best = -1;
     std::tuple<int, size_t, int64_t> best_score{-1, 0, 0};
-    for (size_t j = 0; j < flat.size(); ++j) {
+    auto consider = [&](size_t j) {
       const at::Tensor& p = flat[j].second;
-      if (j == i || !index[j] || p.numel() < last || p.numel() + 1 < o.numel()) continue;
+      if (j == i || !index[j] || p.numel() < last || p.numel() + 1 < o.numel()) return;
       const std::vector<std::string>& pp = parts[j];
       int differing = 0;
       size_t suffix = 0;
@@ -230,6 +242,14 @@ std::map<std::string, int64_t> FindOffsets(const NamedTensors& flat) {
         best = static_cast<int>(j);
         best_score = score;
       }
+    };
+    for (size_t k = 0; k < op.size(); ++k) {
+      auto it = siblings.find(SiblingKey(op, k));
+      if (it == siblings.end()) continue;
+      for (size_t j : it->second) consider(j);
+    }
+    if (best < 0 || std::get<0>(best_score) == 0) {  // no sibling: every index tensor competes
+      for (size_t j = 0; j < flat.size(); ++j) consider(j);
     }
     if (best >= 0) out[path] = flat[best].second.numel();
   }
