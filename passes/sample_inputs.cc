@@ -214,7 +214,8 @@ std::map<std::string, int64_t> FindOffsets(const NamedTensors& flat) {
   }
   std::map<std::string, int64_t> out;
   for (size_t i = 0; i < flat.size(); ++i) {
-    const auto& [path, o] = flat[i];
+    const std::string& path = flat[i].first;
+    const at::Tensor& o = flat[i].second;  // (named, not bound: the lambda below reads it)
     if (!LooksLikeOffsets(o)) continue;
     int64_t last = o.cpu()[-1].item<int64_t>();
     const std::vector<std::string>& op = parts[i];
