@@ -152,7 +152,7 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                        "param_layout(): \"stacked\" when the artifact stores the parameters the "
                        "batching rules stack as stacked parameters, else \"original\"",
                        [](auto&, auto& ctx) -> absl::StatusOr<Datum> {
-                         return Datum::Str(ctx.stacked_parameters ? "stacked" : "original");
+                         return Datum::Str(ctx.env.stacked_parameters ? "stacked" : "original");
                        }};
   f["storable_parameters"] = {
       1, 1,
@@ -161,9 +161,9 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
       "--param_layout=stacked then moves out whole (passes/stacked_parameters.h)",
       [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
         SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-        if (!ctx.stacked_parameters || !ctx.storable_parameter) return Datum::Bool(false);
+        if (!ctx.env.stacked_parameters || !ctx.env.storable_parameter) return Datum::Bool(false);
         for (Value* v : vs) {
-          if (!ctx.storable_parameter(v)) return Datum::Bool(false);
+          if (!ctx.env.storable_parameter(v)) return Datum::Bool(false);
         }
         return Datum::Bool(true);
       }};

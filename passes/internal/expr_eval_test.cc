@@ -77,9 +77,15 @@ TEST_F(ExprEvalTest, CapturesListsIndexingAndFunctions) {
   auto layout = EvalText("param_layout()");
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->s, "original");
-  ctx_.stacked_parameters = true;
+  ctx_.env.stacked_parameters = true;
   EXPECT_EQ(EvalText("param_layout() == \"stacked\"")->b, true);
-  ctx_.stacked_parameters = false;
+  EXPECT_EQ(EvalText("storable_parameters(%xs...)")->b, false);  // no predicate: none is
+  ctx_.env.storable_parameter = [this](const torch::jit::Value* v) { return v == graph_->inputs()[1]; };
+  EXPECT_EQ(EvalText("storable_parameters([%xs...[1]])")->b, true);
+  EXPECT_EQ(EvalText("storable_parameters(%xs...)")->b, false);  // every value must be
+  ctx_.env.stacked_parameters = false;
+  EXPECT_EQ(EvalText("storable_parameters([%xs...[1]])")->b, false);  // the original layout
+  ctx_.env.storable_parameter = nullptr;
   auto offsets = EvalText("offsets([5, 7, 6])");
   ASSERT_TRUE(offsets.ok()) << offsets.status();
   EXPECT_TRUE(offsets->Equal(Datum::List({Datum::Int(0), Datum::Int(5), Datum::Int(12)})));

@@ -441,8 +441,7 @@ Node* DefinitionIn(Value* v, torch::jit::Block* block) {
 EvalContext MakeContext(const CompiledRule& rule, Node* anchor, ShapeFacts* facts,
                         Bindings* bindings, const LegalityCheck* legal, const RuleEnvironment& env) {
   EvalContext ctx;
-  ctx.stacked_parameters = env.stacked_parameters;
-  ctx.storable_parameter = env.storable_parameter;
+  ctx.env = env;
   ctx.graph = anchor->owningGraph();
   ctx.anchor = anchor;
   ctx.facts = facts;

@@ -23,6 +23,16 @@
 namespace sentier {
 namespace internal {
 
+// RuleEnvironment: what rules may know beyond the graph and the facts (set by the driver).
+struct RuleEnvironment {
+  // The artifact stores the parameters the batching rules stack as stacked parameters
+  // (`param_layout()` in rules).
+  bool stacked_parameters = false;
+  // Which parameter reads that layout can store inside a stored stack (`storable_parameters()`
+  // in rules); unset: none.
+  std::function<bool(const Value* v)> storable_parameter;
+};
+
 // EvalContext: what functions and builtins may look at.
 struct EvalContext {
   torch::jit::Graph* graph = nullptr;
@@ -32,18 +42,7 @@ struct EvalContext {
   std::string rule_name;
   // legal: the driver's legality check, for builtins that touch nodes beyond the match.
   std::function<bool(const std::vector<Node*>& nodes)> legal;
-  // The artifact stores the parameters the batching rules stack as stacked parameters
-  // (`param_layout()` in rules).
-  bool stacked_parameters = false;
-  // Which parameter reads that layout can store inside a stored stack (`storable_parameters()`
-  // in rules); unset: none.
-  std::function<bool(const Value* v)> storable_parameter;
-};
-
-// RuleEnvironment: what rules may know beyond the graph and the facts (set by the driver).
-struct RuleEnvironment {
-  bool stacked_parameters = false;
-  std::function<bool(const Value* v)> storable_parameter;
+  RuleEnvironment env;
 };
 
 // Functions usable in `where` lines and rewrite arguments.
