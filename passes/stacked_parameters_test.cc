@@ -574,20 +574,15 @@ TEST(SparseTablesTest, OptimizersTrainTheStoredTableAsTheSeparateTables) {
           return static_cast<torch::optim::AdagradParamState&>(*o.state().at(StateKey<OptimizerStateKey>(p))).sum();
         },
         "Adagrad", device);
+    const StateReader reference_state = [](torch::optim::Optimizer& o, const at::Tensor& p) {
+      return static_cast<RowOptimizer&>(o).State(p);
+    };
     TrainTablesAndCompare(
-        s, kind,
-        [](std::vector<at::Tensor> p) { return std::make_unique<SparseAdamReference>(p, 0.01); },
-        [](torch::optim::Optimizer& o, const at::Tensor& p) {
-          return static_cast<RowOptimizer&>(o).State(p);
-        },
-        "SparseAdam", device);
+        s, kind, [](std::vector<at::Tensor> p) { return std::make_unique<SparseAdamReference>(p, 0.01); },
+        reference_state, "SparseAdam", device);
     TrainTablesAndCompare(
-        s, kind,
-        [](std::vector<at::Tensor> p) { return std::make_unique<RowWiseAdagradReference>(p, 0.05); },
-        [](torch::optim::Optimizer& o, const at::Tensor& p) {
-          return static_cast<RowOptimizer&>(o).State(p);
-        },
-        "row-wise Adagrad", device);
+        s, kind, [](std::vector<at::Tensor> p) { return std::make_unique<RowWiseAdagradReference>(p, 0.05); },
+        reference_state, "row-wise Adagrad", device);
   }
 }
 
