@@ -199,7 +199,7 @@ struct ModuleTree {
   // ModuleList in a method of the list's parent reads the list's entries). Every method of every
   // class counts, except the root's: its forward is the graph being rewritten, and its other
   // methods are the helpers forward called (inlined into it now: DLRM's apply_emb), which go
-  // where they read what moves (RemoveStaleRootMethods).
+  // where they read what moves (StaleRootMethods).
   absl::flat_hash_map<const c10::ClassType*, absl::flat_hash_set<std::string>> method_reads;
   // The graph's reads: GetAttr nodes reading a non-module attribute of each object, objects that
   // some other node takes as input, and GetAttr nodes per attribute of the root.
@@ -594,6 +594,20 @@ absl::Status CheckMovedStateUnread(Graph& graph, const ModuleTree& tree, const L
 // root, and those that call them, transitively: they would fail to compile on load. They are the
 // helpers forward called before it was inlined (DLRM's apply_emb); a method exported on its own
 // that reads moved state goes too (ParamLayout::removed_methods lists them).
+// Whether some node of `g`, nested blocks included, satisfies `pred`.
+bool AnyNode(Graph& g, const std::function<bool(const Node*)>& pred) {
+  std::function<bool(Block*)> walk = [&](Block* b) {
+    for (Node* n : b->nodes()) {
+      if (pred(n)) return true;
+      for (Block* sub : n->blocks()) {
+        if (walk(sub)) return true;
+      }
+    }
+    return false;
+  };
+  return walk(g.block());
+}
+
 std::vector<std::string> StaleRootMethods(const ModuleTree& tree, const LeavingUnits& leaving,
                                           const std::vector<std::string>& removed_root_params) {
   std::set<std::string> stale;
@@ -606,32 +620,16 @@ std::vector<std::string> StaleRootMethods(const ModuleTree& tree, const LeavingU
     for (const auto& [v, o] : objects) {
       if (leaving.Goes(o.get())) return true;
     }
-    bool found = false;
-    std::function<void(Block*)> walk = [&](Block* b) {
-      for (Node* n : b->nodes()) {
-        if (n->kind() == c10::prim::GetAttr && n->input() == g.inputs()[0] &&
-            std::count(removed_root_params.begin(), removed_root_params.end(), n->s(c10::attr::name))) {
-          found = true;
-        }
-        for (Block* sub : n->blocks()) walk(sub);
-      }
-    };
-    walk(g.block());
-    return found;
+    return AnyNode(g, [&](const Node* n) {
+      return n->kind() == c10::prim::GetAttr && n->input() == g.inputs()[0] &&
+             std::count(removed_root_params.begin(), removed_root_params.end(), n->s(c10::attr::name));
+    });
   };
   auto calls_stale = [&](Graph& g) {
-    bool found = false;
-    std::function<void(Block*)> walk = [&](Block* b) {
-      for (Node* n : b->nodes()) {
-        if (n->kind() == c10::prim::CallMethod && n->input(0) == g.inputs()[0] &&
-            stale.count(n->s(c10::attr::name))) {
-          found = true;
-        }
-        for (Block* sub : n->blocks()) walk(sub);
-      }
-    };
-    walk(g.block());
-    return found;
+    return AnyNode(g, [&](const Node* n) {
+      return n->kind() == c10::prim::CallMethod && n->input(0) == g.inputs()[0] &&
+             stale.count(n->s(c10::attr::name));
+    });
   };
   for (torch::jit::Function* fn : methods) {
     if (reads_moved(*torch::jit::toGraphFunction(*fn).graph())) stale.insert(fn->name());

@@ -15,6 +15,8 @@
 // the stacked storage, so they follow training) and `load_original_state_dict(sd)` (strict: every
 // original key, with its shape, and no other), and a string attribute `sentier_param_layout`
 // holding the layout as JSON (ParamLayout::ToJson), which sentier_check and sentier_state read.
+// The root's other methods that read a module that moved (the helpers forward called before it
+// was inlined, such as DLRM's apply_emb) are removed; ParamLayout::removed_methods names them.
 //
 // What changes for a training user: parameters are fewer and larger. Element-wise optimizers
 // (SGD with momentum and weight decay, Adam, AdamW) compute the same updates (tested); optimizers
