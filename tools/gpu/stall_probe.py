@@ -8,12 +8,19 @@ each call; a process that has not finished after --timeout seconds is reported a
 the call it was in. Prints one line per archive and mode.
 
     python3 tools/gpu/stall_probe.py --inputs_dir DIR A.pt [B.pt ...] [--timeout 30] [--no_texpr]
+                                     [--diagnose OUTDIR]
+
+--diagnose: each child runs with the executor's own log on (PYTORCH_JIT_LOG_LEVEL: the graph after
+each optimization stage, and the fuser's decisions) into OUTDIR/<archive>.<mode>.log; on a stall
+the probe says whether the stalled process was spinning (CPU time grew) or blocked, and where
+gdb is installed writes every thread's native stack to OUTDIR/<archive>.<mode>.stack.
 
 DIR/<name>/inputs.pt are the sample inputs of archive .../<name>/*.pt (the corpus layout).
 """
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,20 +50,57 @@ for i in range(3):
 '''
 
 
-def probe(model, inputs, train, timeout, no_texpr=False):
+def cpu_ticks(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except OSError:
+        return None
+
+
+def where_stalled(proc, stem):
+    """What the stalled child is doing: spinning or blocked, and its native stacks (gdb)."""
+    t0 = cpu_ticks(proc.pid)
+    time.sleep(2)
+    t1 = cpu_ticks(proc.pid)
+    state = "spinning (%d CPU ticks in 2 s)" % (t1 - t0) if t0 is not None and t1 is not None \
+        and t1 > t0 else "blocked (no CPU time in 2 s)"
+    if shutil.which("gdb"):
+        with open(stem + ".stack", "w") as f:
+            subprocess.run(["gdb", "-p", str(proc.pid), "-batch", "-ex", "thread apply all bt 40"],
+                           stdout=f, stderr=subprocess.STDOUT, timeout=60)
+        state += ", stacks in " + stem + ".stack"
+    return state
+
+
+def probe(model, inputs, train, timeout, no_texpr=False, diagnose=None):
     tools = os.path.dirname(os.path.abspath(__file__))
     src = CHILD % {"tools": tools, "model": model, "inputs": inputs, "train": train,
                    "no_texpr": no_texpr}
+    env = dict(os.environ)
+    stem = None
+    if diagnose:
+        stem = os.path.join(diagnose, "%s.%s%s" % (
+            os.path.basename(os.path.dirname(model)) + "_" + os.path.basename(model),
+            "train" if train else "infer", ".no_texpr" if no_texpr else ""))
+        env["PYTORCH_JIT_LOG_LEVEL"] = "profiling_graph_executor_impl:>tensorexpr_fuser"
     t = time.perf_counter()
+    err = open(stem + ".log", "w") if stem else subprocess.PIPE
+    proc = subprocess.Popen([sys.executable, "-c", src], stdout=subprocess.PIPE, stderr=err,
+                            text=True, env=env)
     try:
-        r = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=timeout)
-        lines = [l for l in r.stdout.splitlines() if l.endswith("ms")]
-        tail = r.stderr.strip().splitlines()[-1:] if r.returncode else []
+        out, errs = proc.communicate(timeout=timeout)
+        lines = [l for l in out.splitlines() if l.endswith("ms")]
+        tail = (errs or "").strip().splitlines()[-1:] if proc.returncode and errs else []
         return "; ".join(lines + tail)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        done = [l for l in out.splitlines() if l.endswith("ms")]
-        return "STALL after %.0f s (%s)" % (time.perf_counter() - t, "; ".join(done) or "in call 1")
+    except subprocess.TimeoutExpired:
+        state = where_stalled(proc, stem) if stem else ""
+        proc.kill()
+        out, _ = proc.communicate()
+        done = [l for l in (out or "").splitlines() if l.endswith("ms")]
+        return "STALL after %.0f s (%s)%s" % (time.perf_counter() - t, "; ".join(done) or "in call 1",
+                                             ": " + state if state else "")
 
 
 def main():
@@ -65,8 +109,12 @@ def main():
     ap.add_argument("--timeout", type=float, default=30)
     ap.add_argument("--no_texpr", action="store_true",
                     help="also run each archive with the TensorExpr (CUDA) fuser off")
+    ap.add_argument("--diagnose", metavar="OUTDIR",
+                    help="executor logs per child, and where a stalled child is (see above)")
     ap.add_argument("archives", nargs="+")
     args = ap.parse_args()
+    if args.diagnose:
+        os.makedirs(args.diagnose, exist_ok=True)
     for a in args.archives:
         name = os.path.basename(os.path.dirname(a))
         inputs = os.path.join(args.inputs_dir, name, "inputs.pt")
@@ -74,7 +122,8 @@ def main():
             for train in (False, True):
                 print("%s %s%s: %s" % (a, "training step" if train else "no_grad forward",
                                        " (TensorExpr fuser off)" if no_texpr else "",
-                                       probe(a, inputs, train, args.timeout, no_texpr)), flush=True)
+                                       probe(a, inputs, train, args.timeout, no_texpr,
+                                             args.diagnose)), flush=True)
     return 0
 
 
