@@ -63,12 +63,17 @@ std::string ArchiveName(const Archive& a) {
 
 std::vector<Archive> ArchivesOf(const std::string& dir) {
   std::vector<Archive> out;
+  const nlohmann::json& manifest = ManifestOf(dir);
   for (const char* torch : {"torch1.13", "torch2.11"}) {
-    for (const nlohmann::json& e : ManifestOf(dir)["models"]) {
+    for (const nlohmann::json& e : manifest["models"]) {
       std::string model = e["name"];
-      // `archives` names the torch versions that wrote the model's archives (default: both).
-      if (e.contains("archives")) {
-        const auto& written = e["archives"];
+      // `archives` names the torch versions that wrote the model's archives: the entry's, else
+      // the manifest's (a set written by one version so far), else both.
+      const nlohmann::json* archives = e.contains("archives") ? &e["archives"]
+                                       : manifest.contains("archives") ? &manifest["archives"]
+                                                                       : nullptr;
+      if (archives != nullptr) {
+        const auto& written = *archives;
         if (std::find(written.begin(), written.end(), torch) == written.end()) continue;
       }
       out.push_back({dir, torch, model, "scripted"});

@@ -50,7 +50,7 @@ void PrintTo(const Archive& a, std::ostream* os);
 std::string ArchiveName(const Archive& a);
 
 // Every archive the manifest in `dir` names: per torch version (torch1.13, torch2.11) that its
-// `archives` lists (default: both), the scripted one and, where `traced` is true, the traced one.
+// entry's `archives` lists (else the manifest's top-level `archives`; default: both), the scripted one and, where `traced` is true, the traced one.
 std::vector<Archive> ArchivesOf(const std::string& dir);
 
 struct Optimized {

@@ -50,7 +50,7 @@ class CorpusTest : public ::testing::TestWithParam<Archive> {};
 
 // A manifest entry's `no_batch_x2` says why its inputs cannot be doubled along dim 0 (DLRM's
 // stacked [tables, batch] indices): that trial may be skipped there.
-void ExpectEquivalentArtifact(const Archive& a, Optimized& o, const std::string& suffix) {
+void ExpectEquivalent(const Archive& a, Optimized& o, const std::string& suffix) {
   corpus::ExpectEquivalentArtifact(a, o, suffix, Entry(a.model)->contains("no_batch_x2"));
 }
 
@@ -64,7 +64,7 @@ TEST_P(CorpusTest, OptimizedArtifactIsEquivalentAndExpectedRulesFire) {
   ASSERT_NE(entry, nullptr);
   SCOPED_TRACE(absl::StrCat(a.path(), ": fired ", FiredRules(o->report)));
   ExpectRulesFired(o->report, (*entry)["expect_rules"]);
-  ExpectEquivalentArtifact(a, *o, ".opt.pt");
+  ExpectEquivalent(a, *o, ".opt.pt");
 }
 
 // Embedding lookups in a graph's top block.
@@ -94,7 +94,7 @@ TEST_P(CorpusStackedTest, StackedLayoutFiresExpectedRulesAndStaysEquivalent) {
   if (Entry(a.model)->contains("stacked_lookups")) {
     EXPECT_EQ(Lookups(*o->model.graph), (*Entry(a.model))["stacked_lookups"].get<int64_t>());
   }
-  ExpectEquivalentArtifact(a, *o, ".stacked.pt");
+  ExpectEquivalent(a, *o, ".stacked.pt");
 }
 
 std::vector<Archive> StackedArchives() {

@@ -450,13 +450,15 @@ class DropoutFunctional(nn.Module):
         return torch.cat(outs, 1)
 
 
-class NegBatchReluMutated(nn.Module):
-    """Relus of equal pieces whose outputs are then changed in place (add_), two of them: the
-    batch must not let a mutation of one output reach the others (Optimus' mutated outputs)."""
+class NegBatchAddMutated(nn.Module):
+    """Adds of equal pieces whose outputs are then changed in place (add_, mul_), two of them:
+    a batch must not let a mutation of one output reach the others, nor turn the outputs into
+    views of one tensor (Optimus' mutated outputs)."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        parts = torch.split(x, 5, 1)
-        outs = [torch.relu(p) for p in parts]
+    def forward(self, x: Tensor, y: Tensor) -> Tensor:
+        a = torch.split(x, 5, 1)
+        b = torch.split(y, 5, 1)
+        outs = [a[i] + b[i] for i in range(4)]
         outs[0].add_(1.0)
         outs[2].mul_(2.0)
         return torch.cat(outs, 1)
@@ -716,13 +718,15 @@ class SplitCatShuffled(nn.Module):
 
 class NegSplitCatMutation(nn.Module):
     """split_cat_mutation: one piece overwritten in place (copy_) before the cat: the cat is not
-    x (a clone of the input, so that the input's gradient stays defined)."""
+    the split tensor. The split tensor is a detached copy of the input (autograd refuses in-place
+    writes to split pieces of a tensor that requires grad); the result is scaled by x, so that
+    x's gradient flows."""
 
     def forward(self, x: Tensor) -> Tensor:
-        y = x * 1.0
+        y = x.detach().clone()
         splits = torch.split(y, 4, dim=1)
         splits[1].copy_(splits[0])
-        return torch.cat(splits, dim=1)
+        return torch.cat(splits, dim=1) * x
 
 
 class SplitCatToSlices(nn.Module):
@@ -1013,7 +1017,8 @@ CASES: Dict[str, Case] = {
     "batch_sigmoid_modules": Case(222, lambda: UnaryModules("sigmoid"), _xs(6, 5)),
     "batch_sigmoid_comprehension": Case(223, lambda: UnaryComprehension("sigmoid"), _x(30)),
     "pointwise_chain": Case(224, PointwiseChain, _x(40)),
-    "neg_batch_relu_mutated": Case(225, NegBatchReluMutated, _x(20)),
+    "neg_batch_add_mutated": Case(225, NegBatchAddMutated,
+                                  lambda b: (torch.randn(b, 20), torch.randn(b, 20))),
     "neg_batch_shapes": Case(226, NegBatchShapes, _x(36)),
     # binary pointwise
     "batch_add_loop": Case(227, lambda: BinaryLoop("add"), lambda b: (torch.randn(b, 20), torch.randn(b, 20))),

@@ -8,8 +8,8 @@ DIR (torch1.13/ by default), runs
 
 and records, per kind, under the entry's `sentier_opt`: the rules that fired (`rule_counts`),
 the status sentier_opt gives the result (`optimized` or `unchanged`, and the reason when
-unchanged), and the aten ops per forward and per training step before and after, as the report
-counts them; `expect_rules` (per kind) becomes the rules that fired. Hand-written fields
+unchanged), the matches legality refused (`rejected_by_legality`), and the aten ops per forward
+and, where a rule fired, per training step before and after, as the report counts them; `expect_rules` (per kind) becomes the rules that fired. Hand-written fields
 (`optimus_pass`, `spelling`, `description`, `negative`, `forbid_rules`, `gap`) are kept.
 
 Usage (after `bazel build //tools:sentier_opt`):
@@ -22,6 +22,7 @@ that no longer fires, or fires where it did not, an op count that moved), naming
 
 import argparse
 import json
+import re
 import os
 import subprocess
 import sys
@@ -45,11 +46,20 @@ def measure(sentier_opt: str, archive: str, inputs: str, tmp: str) -> dict:
         "rule_counts": {k: v for k, v in sorted(report.get("rule_counts", {}).items()) if v},
         "aten_ops_per_forward": [report["aten_ops_per_forward_before"],
                                  report["aten_ops_per_forward_after"]],
-        "aten_ops_per_training_step": [report["aten_ops_per_training_step_before"],
-                                       report["aten_ops_per_training_step_after"]],
     }
+    if "aten_ops_per_training_step_before" in report:  # counted where a rule fired
+        got["aten_ops_per_training_step"] = [report["aten_ops_per_training_step_before"],
+                                             report["aten_ops_per_training_step_after"]]
+    refused = {k: v for k, v in sorted(report.get("rejected_by_legality", {}).items()) if v}
+    if refused:
+        got["rejected_by_legality"] = refused
     if report["status"] != "optimized":
         got["reason"] = report.get("reason", "")
+        # Not published for growth: the rewritten graph's count is in the reason ("(104 vs 83)").
+        grown = re.search(r"per training step \(forward and backward\) \((\d+) vs \d+\)",
+                          got["reason"])
+        if grown:
+            got["aten_ops_per_training_step_rewritten"] = int(grown.group(1))
     return got
 
 
@@ -87,9 +97,11 @@ def main(argv) -> int:
                 entry["expect_rules"] = expect
                 entry["sentier_opt"] = measured
             print("%-40s %s" % (name, "; ".join(
-                "%s %s %s fwd %d->%d step %d->%d" % (
+                "%s %s %s fwd %d->%d step %s%s" % (
                     k, v["status"], ",".join(v["rule_counts"]) or "-",
-                    *v["aten_ops_per_forward"], *v["aten_ops_per_training_step"])
+                    *v["aten_ops_per_forward"],
+                    "->".join(map(str, v.get("aten_ops_per_training_step", ["-"]))),
+                    " (%s)" % v["reason"][:150] if "reason" in v else "")
                 for k, v in measured.items())))
     if opts.check:
         print("\n".join(differences))
