@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# sentierd_corpus_test.sh — the real sentierd over a registry of the whole Python-authored corpus
-# (testdata/models, saved by torch 1.13): each model's scripted archive is version 1, its traced
-# twin version 2. With the rule selection on (--select_rules=on, timed on the CPU), every version
-# must be published optimized or unchanged with a reason — none rejected — every report must
-# follow runtime/report_schema.json, and every published artifact must load and match the
-# original (sentier_check: outputs and parameter gradients).
+# sentierd_corpus_test.sh [SET [SELECT [layouts|no_layouts]]] — the real sentierd over a registry
+# of a whole Python-authored set: SET is a directory of the runfiles holding <model>/scripted.pt,
+# traced.pt and inputs.pt (default testdata/models/torch1.13, the corpus; the Optimus conformance
+# set is testdata/optimus_conformance/torch1.13); each model's scripted archive is version 1, its
+# traced twin version 2. With the rule selection SELECT (--select_rules=, default on: timed on the
+# CPU), every version must be published optimized or unchanged with a reason — none rejected —
+# every report must follow runtime/report_schema.json, and every published artifact must load and
+# match the original (sentier_check: outputs and parameter gradients). `layouts` (the default)
+# adds the per-model options on the corpus' towers model (sentier.json).
 set -u
+SET="${1:-testdata/models/torch1.13}"
+SELECT="${2:-on}"
+LAYOUTS="${3:-layouts}"
 RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/sentierd_corpus_test.runfiles}/sentier"
 source "$RUN/tools/sentierd_test_lib.sh"
-CORPUS="$RUN/testdata/models/torch1.13"
+CORPUS="$RUN/$SET"
 CHECK="$RUN/tools/sentier_check"
 T="${TEST_TMPDIR:-$(mktemp -d)}/corpus"
 rm -rf "$T"; mkdir -p "$T/reg"
@@ -28,7 +34,7 @@ for dir in "$CORPUS"/*/; do
   done
 done
 start=$(date +%s)
-"$D" --once --registry="$R" --output="$O" --device=cpu --select_rules=on --workers=2 \
+"$D" --once --registry="$R" --output="$O" --device=cpu --select_rules="$SELECT" --workers=2 \
   --poll_interval_ms=50 >"$T/log" 2>&1
 rc=$?
 [[ $rc == 0 ]] && ok "pass over $versions versions completed in $(( $(date +%s) - start )) s" \
@@ -56,6 +62,11 @@ done
   || fail "only $published of $versions versions published"
 "$RUN/tools/check_report" --schema="$RUN/runtime/report_schema.json" "$O"/*/*/report.json \
   && ok "reports follow the schema" || fail "reports do not follow runtime/report_schema.json"
+if [[ "$LAYOUTS" != layouts ]]; then
+  echo "sentierd over $SET: $passes passed, $fails failed"
+  [[ $fails == 0 ]]
+  exit
+fi
 # Per-model options: REG/<model>/sentier.json. The towers model with stacked parameters and its
 # own mode (training) is published optimized with the layout and the mode in its report, its
 # artifact equivalent; a bad file rejects the model's versions with the reason.
