@@ -558,8 +558,9 @@ absl::StatusOr<bool> RunsToSlices(const std::vector<Datum>& a, EvalContext& ctx)
 }
 
 // split_pieces_across_dim(%y): in cat(list, e), every piece of one split_with_sizes on dim d != e,
-// in order, each used only there: the run becomes one tensor,
-// flatten(movedim(unflatten(x, d, [n, -1]), d, e), e, e + 1). The sections may be values known
+// or of one unbind on any dim d, in order, each used only there: the run becomes one tensor,
+// flatten(movedim(unflatten(x, d, [n, -1]), d, e), e, e + 1) for the split and
+// flatten(movedim(x, d, e), e, e + 1) for the unbind. The split's sections may be values known
 // only when the graph runs (a batched lookup's bags per member): cat on e needs its inputs'
 // sizes equal on every other dim, d among them, so wherever the original runs the sections are
 // equal. Where they are not, the original raises; the reshape raises too unless the rows divide
@@ -573,25 +574,29 @@ absl::StatusOr<bool> SplitPiecesAcrossDim(const std::vector<Datum>& a, EvalConte
   for (size_t k = 0; k + 1 < ins.size(); ++k) {
     Node* unpack = ins[k]->node();
     if (unpack->kind() != c10::prim::ListUnpack || ins[k]->offset() != 0) continue;
-    Node* split = unpack->input(0)->node();
-    if (!IsSplitWithSizes(split) || split->inputs().size() != 3) continue;
-    c10::optional<Datum> dim = DatumFromConstant(split->input(2));
-    if (!dim || dim->kind != Datum::Kind::kInt || dim->i < 0 || dim->i == e) continue;
+    Node* source = unpack->input(0)->node();
+    bool unbind = source->kind() == c10::aten::unbind && source->inputs().size() == 2;
+    if (!unbind && (!IsSplitWithSizes(source) || source->inputs().size() != 3)) continue;
+    c10::optional<Datum> dim = DatumFromConstant(source->inputs().back());
+    if (!dim || dim->kind != Datum::Kind::kInt || dim->i < 0 || (!unbind && dim->i == e)) continue;
     size_t n = unpack->outputs().size();
     if (n < 2 || k + n > ins.size()) continue;
     bool run = true;
     for (size_t j = 0; j < n && run; ++j) {
       run = ins[k + j] == unpack->output(j) && ins[k + j]->uses().size() == 1;
     }
-    if (!run || split->owningBlock() != list->owningBlock()) continue;
+    if (!run || source->owningBlock() != list->owningBlock()) continue;
+    // The pieces' rank: the unbind's input has one dim more.
     c10::optional<int64_t> rank = StaticRank(ins[k], ctx.facts);
-    if (!rank || dim->i >= *rank || e >= *rank) continue;
-    if (ctx.legal && !ctx.legal({split, unpack})) continue;
+    if (!rank || dim->i > *rank || (!unbind && dim->i == *rank) || e >= *rank) continue;
+    if (ctx.legal && !ctx.legal({source, unpack})) continue;
     Graph* g = list->owningGraph();
     WithInsertPoint guard(list);
-    std::vector<int64_t> shape = {static_cast<int64_t>(n), -1};
-    Value* u = g->insert(c10::Symbol::fromQualString("aten::unflatten"),
-                         {split->input(0), dim->i, c10::IValue(shape)});
+    Value* u = source->input(0);
+    if (!unbind) {
+      std::vector<int64_t> shape = {static_cast<int64_t>(n), -1};
+      u = g->insert(c10::Symbol::fromQualString("aten::unflatten"), {u, dim->i, c10::IValue(shape)});
+    }
     Value* m = g->insert(c10::Symbol::fromQualString("aten::movedim"), {u, dim->i, e});
     Value* f = g->insert(c10::aten::flatten, {m, e, e + 1});
     list->replaceInput(k, f);
@@ -617,7 +622,8 @@ absl::flat_hash_map<std::string, BuiltinSpec> MakeBuiltins() {
       1,
       "split_pieces_across_dim(%y): in %y = aten::cat(list, e), replace every piece of one "
       "split_with_sizes on dim d != e (all of them, in order, single-use; the sections may be "
-      "runtime values, which the cat needs equal) by flatten(movedim(unflatten(x, d, [n, -1]), d, e), e, "
+      "runtime values, which the cat needs equal) by flatten(movedim(unflatten(x, d, [n, -1]), "
+      "d, e), e, e + 1), and every piece of one unbind(x, d) by flatten(movedim(x, d, e), e, "
       "e + 1)",
       SplitPiecesAcrossDim};
   return b;

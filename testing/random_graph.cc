@@ -323,7 +323,13 @@ class Gen {
             int64_t e = R(0, prank - 1);
             Shape s = shapes[0];
             s[e] *= n;
-            Add(Cat(names(all), e, prank, "cat"), s, false);
+            std::vector<std::string> ns = names(all);
+            if (Q(0.5)) {  // another tensor joined before or after the pieces
+              int other = NewInput(shapes[0]);
+              if (Q(0.5)) ns.insert(ns.begin(), Use(other)); else ns.push_back(Use(other));
+              s[e] += shapes[0][e];
+            }
+            Add(Cat(ns, e, prank, "cat"), s, false);
           }
         } else {
           Add(Cat(names(all), d, rank, "cat"), xs, false);
