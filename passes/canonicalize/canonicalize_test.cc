@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/testing/file_check.h>
 #include <torch/torch.h>
 
@@ -309,6 +311,60 @@ graph(%x : Tensor):
 )IR");
   FoldListReads(g, nullptr);
   FileCheck().check("prim::ListConstruct")->check("aten::append")->run(*g);
+}
+
+// In-place writes to elements of a list built by a comprehension (`outs[0].add_(1.0)`): folded,
+// the read is the element itself. The canonical graph must keep the writes through LibTorch's
+// dead code elimination, which LowerSimpleTuples runs and torch::jit::load runs when it compiles
+// a saved archive's code: saved, loaded back and run, the module computes what the original
+// computes. `ret`: what forward returns — the cat alone, a tuple with it (lower_tuples runs), or
+// a tuple with a cat of the list before the writes too (the list is read before and after).
+torch::jit::Module MutatedListElements(const std::string& ret) {
+  torch::jit::Module m("MutatedListElements");
+  m.define(R"TS(
+def forward(self, x, y):
+    a = torch.split(x, 2, 1)
+    b = torch.split(y, 2, 1)
+    outs = [a[i] + b[i] for i in range(3)]
+    first = torch.cat(outs, 1)
+    outs[0].add_(1.0)
+    outs[2].mul_(2.0)
+    return )TS" + ret + "\n");
+  return m;
+}
+
+TEST(FoldListReadsTest, WritesToFoldedListElementsSurviveSaveAndLoad) {
+  for (std::string ret : {"torch.cat(outs, 1)", "(x, torch.cat(outs, 1))", "(first, torch.cat(outs, 1))"}) {
+    SCOPED_TRACE("return " + ret);
+    torch::jit::Module m = MutatedListElements(ret);
+    at::Tensor x = torch::randn({3, 6}), y = torch::randn({3, 6});
+    c10::IValue want = m.forward({x, y});
+    auto g = m.get_method("forward").graph();  // edited in place, as the pipeline does
+    torch::jit::Inline(*g);
+    CanonicalizeOptions options;
+    options.self = m._ivalue();
+    PassCounters counters;
+    EXPECT_TRUE(Canonicalize(g, options, &counters));
+    FileCheck().check_not("aten::__getitem__(%outs")->check("aten::add_")->check("aten::mul_")->run(*g);
+    EXPECT_EQ(counters["fold_list_reads.lists_after_element_writes"], 1) << *g;
+    // LibTorch's dead code elimination keeps the writes.
+    auto swept = g->copy();
+    torch::jit::EliminateDeadCode(swept);
+    FileCheck().check("aten::add_")->check("aten::mul_")->run(*swept);
+    // Saved and loaded back, the module computes what the original computed.
+    std::stringstream archive;
+    m.save(archive);
+    torch::jit::Module loaded = torch::jit::load(archive);
+    c10::IValue got = loaded.forward({x, y});
+    std::vector<c10::IValue> wants = want.isTuple() ? want.toTupleRef().elements().vec() : std::vector<c10::IValue>{want};
+    std::vector<c10::IValue> gots = got.isTuple() ? got.toTupleRef().elements().vec() : std::vector<c10::IValue>{got};
+    ASSERT_EQ(gots.size(), wants.size());
+    for (size_t i = 0; i < wants.size(); ++i) {
+      EXPECT_TRUE(at::allclose(wants[i].toTensor(), gots[i].toTensor()))
+          << "output " << i << ", graph:\n" << *loaded.get_method("forward").graph();
+    }
+    EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
+  }
 }
 
 TEST(FoldScalarTensorsTest, TracedSizeArithmeticBecomesIntArithmetic) {

@@ -10,11 +10,24 @@
 // prim::Constant, as folded attributes are) it is done here, where every use of the constant must
 // be a read (a write would change what later reads see). Out-of-range indices are left alone:
 // they raise at run time, as the original does.
+//
+// A folded read that is written in place (`outs[0].add_(1.0)` after `outs = [a + b, ...]`)
+// becomes a write to the element (`add_(%e)`) that follows the list's construction. The graph is
+// right, but LibTorch's dead code elimination is not: it sweeps a block once, backwards, and
+// keeps a write only when what it writes is already live, while an element becomes live only at
+// the list's construction, earlier in the block. It deletes the write — in LowerSimpleTuples
+// (lower_tuples), in dead_code's fallback, and when torch::jit::load compiles a saved archive's
+// code (an artifact whose `outs = [add, ...]` lost its `add_`). So a construction followed by
+// writes to its elements is moved after the last of them when nothing reads the list before,
+// else (a list only read) built again after them for the reads that follow: the same values in
+// the same order, and each write now precedes the construction that makes it live.
+#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/peephole_list_idioms.h>
 
 #include "passes/canonicalize/passes.h"
+#include "passes/remove_dead_nodes.h"
 
 namespace sentier {
 
@@ -144,10 +157,21 @@ bool ReadsListConstruct(Node* n) {
          n->inputs().size() >= 1 && n->input(0)->node()->kind() == c10::prim::ListConstruct;
 }
 
-// One walk: literals folded before their readers (definitions come first), reads folded.
-void Walk(Block* b, int64_t* literals, int64_t* reads, bool* list_reads) {
+// A node whose schema writes one of its arguments (aten::add_, aten::append, out= variants).
+bool WritesAnArgument(const Node* n) {
+  const c10::FunctionSchema* schema = n->maybeSchema();
+  if (schema == nullptr) return false;
+  for (const c10::Argument& a : schema->arguments()) {
+    if (a.alias_info() != nullptr && a.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+// One walk: literals folded before their readers (definitions come first), reads folded; notes
+// whether any node writes an argument.
+void Walk(Block* b, int64_t* literals, int64_t* reads, bool* list_reads, bool* writes) {
   for (Node* n : b->nodes()) {
-    for (Block* sub : n->blocks()) Walk(sub, literals, reads, list_reads);
+    for (Block* sub : n->blocks()) Walk(sub, literals, reads, list_reads, writes);
     if (FoldConstantListLiteral(n)) {
       ++*literals;
     } else if (FoldConstantListRead(n)) {
@@ -155,22 +179,90 @@ void Walk(Block* b, int64_t* literals, int64_t* reads, bool* list_reads) {
     } else if (ReadsListConstruct(n)) {
       *list_reads = true;
     }
+    *writes = *writes || WritesAnArgument(n);
   }
+}
+
+// The node of `b` that is `n` or holds it in its blocks (the return node for the block's outputs).
+Node* InBlock(Node* n, Block* b) {
+  while (n->owningBlock() != b) n = n->owningBlock()->owningNode();
+  return n;
+}
+
+// Moves (or builds again) the ListConstructs of `b` and its blocks that writes to their
+// elements follow (see the top of the file). Returns how many.
+int64_t ConstructAfterElementWrites(Block* b, torch::jit::AliasDb& db) {
+  int64_t changed = 0;
+  std::vector<Node*> constructs;
+  std::vector<Node*> writers;  // nodes of b that write, themselves or in their blocks
+  for (Node* n : b->nodes()) {
+    bool writes = WritesAnArgument(n);
+    for (Block* sub : n->blocks()) {
+      changed += ConstructAfterElementWrites(sub, db);
+      writes = true;  // checked against the alias analysis below
+    }
+    if (writes) writers.push_back(n);
+    if (n->kind() == c10::prim::ListConstruct && n->output()->hasUses()) {
+      bool mutable_elements = false;
+      for (Value* in : n->inputs()) mutable_elements |= !IsImmutableType(in->type());
+      if (mutable_elements) constructs.push_back(n);
+    }
+  }
+  for (Node* list : constructs) {
+    torch::jit::ValueSet elements(list->inputs().begin(), list->inputs().end());
+    Node* last = nullptr;  // the last node after the construction that writes to an element
+    for (Node* w : writers) {
+      if (list->isBefore(w) && db.writesToAlias(w, elements)) last = w;
+    }
+    if (last == nullptr) continue;
+    bool read_before = false, read_by_last = false;
+    for (const torch::jit::Use& u : list->output()->uses()) {
+      Node* at = InBlock(u.user, b);
+      read_by_last |= at == last;
+      read_before |= at != last && at->isBefore(last);
+    }
+    if (read_by_last) continue;
+    if (!read_before) {
+      list->moveAfter(last);
+      ++changed;
+      continue;
+    }
+    // Read before and after the writes: the reads after get a list of their own, built after the
+    // writes. Only for a list that is only read: nothing can tell the two apart.
+    if (!ListIsOnlyRead(list->output())) continue;
+    Node* again = b->owningGraph()->createClone(list, [](Value* v) { return v; });
+    again->insertAfter(last);
+    again->output()->copyMetadata(list->output());
+    const std::vector<torch::jit::Use> uses = list->output()->uses();
+    for (const torch::jit::Use& u : uses) {
+      if (last->isBefore(InBlock(u.user, b))) u.user->replaceInput(u.offset, again->output());
+    }
+    ++changed;
+  }
+  return changed;
 }
 
 }  // namespace
 
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters) {
-  int64_t literals = 0, reads = 0;
-  bool list_reads = false;
-  Walk(graph->block(), &literals, &reads, &list_reads);
+  int64_t literals = 0, reads = 0, reordered = 0;
+  bool list_reads = false, writes = false;
+  Walk(graph->block(), &literals, &reads, &list_reads, &writes);
   bool changed = literals > 0 || reads > 0;
   // LibTorch's pass builds an alias analysis: only when a ListConstruct is read.
   bool idioms = list_reads && torch::jit::PeepholeOptimizeListIdioms(graph);
+  bool swept = false;
+  if (list_reads && writes) {  // (the pass does not always say when it folded a read)
+    // The folded reads are left unused; they would count as reads of the list before the writes.
+    swept = RemoveDeadNodes(graph);
+    torch::jit::AliasDb db(graph);
+    reordered = ConstructAfterElementWrites(graph->block(), db);
+  }
   AddCount(counters, "fold_list_reads.constant_list_literals", literals);
   AddCount(counters, "fold_list_reads.constant_lists", reads);
   AddCount(counters, "fold_list_reads.list_idioms", idioms ? 1 : 0);
-  return changed || idioms;
+  AddCount(counters, "fold_list_reads.lists_after_element_writes", reordered);
+  return changed || idioms || swept || reordered > 0;
 }
 
 }  // namespace sentier

@@ -51,7 +51,10 @@ bool FoldModuleAttributes(const std::shared_ptr<torch::jit::Graph>& graph, const
 // FoldListReads: a ListConstruct of scalar constants that is only read becomes a constant list;
 // aten::len and aten::__getitem__ (constant index) of a list whose elements are known — a
 // prim::ListConstruct or a constant list that nothing writes to — become the element or the
-// length; LibTorch's list idioms (slices of known lists, len of ListConstruct) follow.
+// length; LibTorch's list idioms (slices of known lists, len of ListConstruct) follow. A
+// ListConstruct whose elements are then written in place (a folded `outs[0].add_(1.0)`) is built
+// after those writes, where LibTorch's dead code elimination (LowerSimpleTuples, torch::jit::load
+// compiling a saved archive) keeps them.
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
 // FoldScalarTensors: aten::Int of integer arithmetic that tracing recorded on 0-dim tensors
