@@ -406,6 +406,19 @@ std::vector<c10::IValue> RandomInputsLike(const std::vector<c10::IValue>& sample
       double std = t.numel() > 1 ? t.to(at::kDouble).std().item<double>() : 1.0;
       if (!(std > 0)) std = 1.0;
       r = (at::randn(shape, gen, at::TensorOptions().dtype(at::kDouble)) * std + mean).to(t.scalar_type());
+      if (t.dim() >= 2 && t.size(0) > 1) {
+        // A (batch, columns...) float tensor whose columns may hold ids stored as floats (one
+        // input tensor, a column per feature, cut out and cast with `.long()` per feature): a
+        // column whose sample values are all whole and non-negative is drawn as whole numbers
+        // within its observed range, like an index column; the others stay normal.
+        at::Tensor td = t.to(at::kDouble);
+        at::Tensor ids = at::logical_and(td == at::floor(td), td >= 0).all(0, /*keepdim=*/true);
+        at::Tensor lo = std::get<0>(td.min(0, /*keepdim=*/true));
+        at::Tensor hi = std::get<0>(td.max(0, /*keepdim=*/true));
+        at::Tensor u = at::rand(shape, gen, at::TensorOptions().dtype(at::kDouble));
+        at::Tensor whole = at::minimum(at::floor(u * (hi - lo + 1)) + lo, hi);
+        r = at::where(ids, whole.to(t.scalar_type()), r);
+      }
     } else if (t.scalar_type() == at::kBool) {
       r = at::randint(0, 2, shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
     } else if (offsets.count(path) != 0 || !c10::isIntegralType(t.scalar_type(), false)) {

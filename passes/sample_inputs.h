@@ -15,7 +15,9 @@
 //   * RandomInputsLike draws fresh inputs of the samples' structure, shapes and dtypes: floats
 //     from each tensor's mean and spread, integers within the observed range (per feature column
 //     for a (batch, features) index tensor: each column indexes its own table), offsets kept
-//     monotone. It is the one random-input generator of the project.
+//     monotone. A float column whose sample values are all whole and non-negative (ids stored as
+//     floats in a one-tensor CTR input, cast per feature with `.long()`) is drawn as whole numbers
+//     within its observed range. It is the one random-input generator of the project.
 //
 // Offsets: a 1-D integer tensor that starts at 0 and never decreases, paired with the 1-D integer
 // tensor it indexes (the one at the same position in a sibling container, else the nearest

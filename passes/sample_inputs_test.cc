@@ -157,6 +157,26 @@ TEST(RandomInputsLikeTest, SameStructureOffsetsKeptIndicesInEachTable) {
   }
 }
 
+// One float tensor, a column per feature: ids stored as floats in the first two columns, dense
+// values in the third. The id columns are drawn whole, within their observed ranges; the dense
+// column stays normal (not whole).
+TEST(RandomInputsLikeTest, WholeFloatColumnsAreDrawnAsIds) {
+  at::Tensor ids = torch::stack({torch::arange(0, 16) % 4, torch::arange(0, 16) % 7 + 20}, 1);
+  at::Tensor x = torch::cat({ids.to(torch::kFloat), torch::randn({16, 1})}, 1);  // (16, 3)
+  at::Generator gen = at::detail::createCPUGenerator(7);
+  for (int64_t scale : {1, 2}) {
+    at::Tensor r = RandomInputsLike({x}, gen, scale)[0].toTensor();
+    ASSERT_EQ(r.size(0), 16 * scale);
+    at::Tensor c0 = r.select(1, 0), c1 = r.select(1, 1), c2 = r.select(1, 2);
+    EXPECT_TRUE(at::equal(c0, at::floor(c0)));
+    EXPECT_GE(c0.min().item<double>(), 0.0);
+    EXPECT_LE(c0.max().item<double>(), 3.0);
+    EXPECT_GE(c1.min().item<double>(), 20.0);
+    EXPECT_LE(c1.max().item<double>(), 26.0);
+    EXPECT_FALSE(at::equal(c2, at::floor(c2)));
+  }
+}
+
 TEST(FlattenTensorsTest, PathsNameEveryTensorInSortedDictOrder) {
   std::vector<c10::IValue> in = {GenericDict({{"b", torch::ones({1})}, {"a", torch::zeros({1})}}),
                                  c10::IValue()};

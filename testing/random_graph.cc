@@ -443,6 +443,7 @@ class Gen {
       for (int64_t& i : is) ++i;
       in_order = false;
     }
+    if (Q(0.25)) return UnitSlices(x, d, is);
     std::vector<std::string> sel;
     Shape s = xs;
     s.erase(s.begin() + d);
@@ -465,6 +466,30 @@ class Gen {
       Add(Cat(sel, e, rank, "stack"), o, false);
     } else {
       for (const std::string& y : sel) Add(y, s, pool_[x].input_alias);
+    }
+  }
+
+  // UnitSlices: the columns `is` of x on dim d cut out one by one as one-wide slices
+  // (`X[:, k:k+1]`), then stacked on d or d + 1 or left in the pool (stack_of_unit_slices).
+  void UnitSlices(int x, int64_t d, const std::vector<int64_t>& is) {
+    Shape xs = pool_[x].shape;
+    const int64_t rank = xs.size();
+    Shape s = xs;
+    s[d] = 1;
+    std::vector<std::string> cols;
+    for (int64_t i : is) {
+      std::string y = Fresh();
+      Emit(y + " : Tensor", absl::StrCat("aten::slice(", Use(x), ", ", Dim(d, rank), ", ", Int(i), ", ",
+                                         Int(i + 1), ", ", Int(1), ")"));
+      cols.push_back(y);
+    }
+    if (Q(0.7)) {
+      const int64_t e = Q(0.5) ? d : d + 1;
+      Shape o = s;
+      o.insert(o.begin() + e, cols.size());
+      Add(Cat(cols, e, rank + 1, "stack"), o, false);
+    } else {
+      for (const std::string& y : cols) Add(y, s, pool_[x].input_alias);
     }
   }
 
@@ -720,7 +745,24 @@ class Gen {
         out->push_back(c);
       }
     };
-    if (P(0.3)) {
+    if (Q(0.2)) {
+      // Ids stored as floats in one [B, k] tensor, each column cut out and cast (`X[:, i:i+1]
+      // .long()`, as CTR libraries read them; batch_cast_of_slices): clamped to 0..3 first.
+      std::string xf = input("%xf", "Float", {bsz, k});
+      std::string a = Fresh(), c = Fresh();
+      Emit(a + " : Tensor", absl::StrCat("aten::abs(", xf, ")"));
+      Emit(c + " : Tensor", absl::StrCat("aten::clamp(", a, ", ", Float(0.0), ", ", Float(3.5), ")"));
+      for (int64_t i = 0; i < k; ++i) {
+        std::string sl = Fresh(), t = Fresh();
+        Emit(sl + " : Tensor", absl::StrCat("aten::slice(", c, ", ", Int(1), ", ", Int(i), ", ", Int(i + 1),
+                                            ", ", Int(1), ")"));
+        Emit(t + " : Tensor", absl::StrCat("aten::to(", sl, ", ", Int(4), ", ", Bool(false), ", ",
+                                           Bool(false), ", ", None(), ")"));
+        cols.push_back(t);
+        col_shapes.push_back({bsz, 1});
+        if (weighted) weights.push_back(input("%wt", "Float", {bsz, 1}));
+      }
+    } else if (P(0.3)) {
       int64_t bag = R(1, 3);
       for (int64_t i = 0; i < k; ++i) {
         cols.push_back(long_input({bsz, bag}));

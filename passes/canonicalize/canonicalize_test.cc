@@ -86,6 +86,29 @@ TEST(FoldModuleAttributesTest, FoldsConfigurationNotStateTrainingOrAssigned) {
   EXPECT_FALSE(FoldModuleAttributes(g, m._ivalue(), &counters)) << "not a fixpoint";
 }
 
+// Column ranges as a list of (start, end) tuples (`self.sparse_cols[i]` in a feature loop, the
+// way CTR libraries keep where each feature sits in one input tensor): tuples are immutable, so
+// the list folds like a list of ints, and each slice gets constant bounds.
+TEST(FoldModuleAttributesTest, ListOfTuplesIsFolded) {
+  torch::jit::Module m("Columns");
+  auto tuple_type = c10::TupleType::create({c10::IntType::get(), c10::IntType::get()});
+  c10::impl::GenericList cols(tuple_type);
+  cols.push_back(c10::ivalue::Tuple::create({int64_t{0}, int64_t{1}}));
+  cols.push_back(c10::ivalue::Tuple::create({int64_t{1}, int64_t{3}}));
+  m.register_attribute("cols", c10::ListType::create(tuple_type), cols);
+  m.define(R"TS(
+def forward(self, x):
+    a, b = self.cols[1]
+    return x[:, a:b]
+)TS");
+  auto g = InlinedForward(m);
+  PassCounters counters;
+  EXPECT_TRUE(FoldModuleAttributes(g, m._ivalue(), &counters));
+  EliminateDeadNodes(g, nullptr);
+  FileCheck().check_not("prim::GetAttr[name=\"cols\"]")->run(*g);
+  EXPECT_EQ(counters["fold_module_attributes.attributes"], 1);
+}
+
 // A parameter declared None (`nn.Linear(..., bias=False)` registers `bias` so) can hold nothing
 // else: its read becomes the None constant, as in a traced graph; a tensor parameter stays.
 TEST(FoldModuleAttributesTest, ParameterDeclaredNoneIsFolded) {

@@ -7,7 +7,7 @@
 // or the dead branch of an `F.*` wrapper are unknown, and the rules see nothing to rewrite. This
 // pass replaces the read by the value the module holds, for attributes that are not parameters,
 // buffers or submodules and whose value is an int, float, bool, str, None, or a list or tuple of
-// those (tensors stay attributes: they would become graph constants that Module::to does not
+// those (a list may also hold tuples of them: column ranges) (tensors stay attributes: they would become graph constants that Module::to does not
 // move), and for parameters and buffers declared NoneType (a bias-free `nn.Linear`'s `bias`: its
 // type admits no tensor, so it reads None in every call, as in a traced graph). It is safe when
 // the value cannot change between calls: the attribute is assigned by no method of any module of
@@ -67,7 +67,7 @@ void AssignedNames(const ObjectPtr& obj, absl::flat_hash_set<const void*>* seen,
   }
 }
 
-// Immutable scalars, strings, None, and lists/tuples of them.
+// Immutable scalars, strings, None, and lists/tuples of them (lists also of such tuples).
 bool Foldable(const c10::IValue& v) {
   if (v.isInt() || v.isDouble() || v.isBool() || v.isString() || v.isNone()) return true;
   if (v.isTuple()) {
@@ -78,7 +78,10 @@ bool Foldable(const c10::IValue& v) {
   }
   if (v.isList()) {
     for (const c10::IValue& e : v.toListRef()) {
-      if (!(e.isInt() || e.isDouble() || e.isBool() || e.isString())) return false;
+      // Tuples are immutable: a list of (start, end) column ranges folds like a list of ints.
+      if (!(e.isInt() || e.isDouble() || e.isBool() || e.isString() || (e.isTuple() && Foldable(e)))) {
+        return false;
+      }
     }
     return true;
   }

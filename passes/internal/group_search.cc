@@ -133,7 +133,8 @@ bool OneOf(c10::Symbol k, std::initializer_list<const char*> kinds) {
 bool KeepsInputShape(c10::Symbol k) {
   return OneOf(k, {"aten::relu", "aten::tanh", "aten::sigmoid", "aten::silu", "aten::gelu",
                    "aten::detach", "aten::nan_to_num", "aten::dropout", "aten::layer_norm",
-                   "aten::neg", "aten::abs", "aten::exp", "aten::contiguous", "aten::softmax"});
+                   "aten::neg", "aten::abs", "aten::exp", "aten::contiguous", "aten::softmax",
+                   "aten::to"});
 }
 
 // Pointwise ops of a tensor and other operands (a tensor operand may broadcast the first one).
@@ -231,6 +232,34 @@ bool JoinedOnDimZero(Value* a, Value* b, const ShapeFacts* facts) {
   return false;
 }
 
+// EqualExtentSlices: two slices on one dim of static size (the same in every run the facts
+// saw, not the batch), step 1, whose constant bounds lie within that size and span equally
+// many elements (`X[:, 3:4]` and `X[:, 7:8]`, one column each).
+bool EqualExtentSlices(Node* a, Node* b, const ShapeFacts* facts) {
+  if (a->kind() != c10::aten::slice || a->inputs().size() != 5 || b->inputs().size() != 5) {
+    return false;
+  }
+  int64_t v[2][4];  // dim, start, end, step
+  Node* nodes[2] = {a, b};
+  for (int s = 0; s < 2; ++s) {
+    for (int k = 0; k < 4; ++k) {
+      c10::optional<Datum> d = DatumFromConstant(nodes[s]->input(k + 1));
+      if (!d || d->kind != Datum::Kind::kInt) return false;
+      v[s][k] = d->i;
+    }
+  }
+  if (v[0][0] != v[1][0] || v[0][0] < 0 || v[0][3] != 1 || v[1][3] != 1) return false;
+  const TensorFact* f = facts != nullptr ? facts->Find(a->input(0)) : nullptr;
+  if (f == nullptr || v[0][0] >= static_cast<int64_t>(f->sizes.size()) || f->dynamic[v[0][0]]) {
+    return false;
+  }
+  const int64_t size = f->sizes[v[0][0]];
+  for (int s = 0; s < 2; ++s) {
+    if (v[s][1] < 0 || v[s][1] > v[s][2] || v[s][2] > size) return false;
+  }
+  return v[0][2] - v[0][1] == v[1][2] - v[1][1];
+}
+
 // SameShapeByConstruction: the cases ProvablySameShape proves from how a and b are made.
 bool SameShapeByConstruction(Value* a, Value* b, const ShapeFacts* facts, int depth);
 
@@ -240,7 +269,7 @@ bool SameShapeByConstruction(Value* a, Value* b, const ShapeFacts* facts, int de
 // batch: the same value; pieces of one unbind, or equal sections of one split_with_sizes; pieces
 // of two unbinds (or equal sections of two splits) on one dim of provably equal tensors;
 // selections on one dim of provably equal tensors (any indices), and slices of them with equal
-// constant bounds; the same shape-preserving op (pointwise, layer_norm, dropout, detach, linear
+// constant bounds, or with bounds of equal extent on a static dim; the same shape-preserving op (pointwise, layer_norm, dropout, detach, linear
 // with weights of equal static sizes) applied to provably equal-shaped tensors and equal
 // constants; and tensors equal but for dim 0 that the graph joins on dim 0 (JoinedOnDimZero).
 bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth) {
@@ -291,11 +320,13 @@ bool SameShapeByConstruction(Value* a, Value* b, const ShapeFacts* facts, int de
     // is (`sparse[:, 0]`, `sparse[:, 1]`), so only the dims must agree; a slice needs equal
     // dims, bounds and steps.
     const size_t compared = na->kind() == c10::aten::select ? 2 : na->inputs().size();
-    for (size_t k = 1; k < compared; ++k) {
+    bool equal_args = true;
+    for (size_t k = 1; k < compared && equal_args; ++k) {
       c10::optional<Datum> da = DatumFromConstant(na->input(k));
       c10::optional<Datum> db = DatumFromConstant(nb->input(k));
-      if (!da || !db || !da->Equal(*db)) return false;
+      equal_args = da && db && da->Equal(*db);
     }
+    if (!equal_args && !EqualExtentSlices(na, nb, facts)) return false;
     return ProvablySameShape(na->input(0), nb->input(0), facts, depth + 1);
   }
   if (!KeepsInputShape(na->kind()) && !PointwiseWithOperands(na->kind()) &&

@@ -213,6 +213,39 @@ graph(%x : Float(6, 4)):
   EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("c"), nullptr));
 }
 
+// `X[:, k:k+1]` for each feature column of one [B, n] tensor: slices of equal extent on a dim the
+// facts show static are equal-shaped, whatever their bounds; on the batch dim, or past the dim's
+// size, or of other extents, they are not.
+TEST(GroupSearchTest, ProvablySameShapeSeesEqualExtentSlicesOnAStaticDim) {
+  auto g = ParseGraph(R"IR(
+graph(%x : Float(6, 4)):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %three : int = prim::Constant[value=3]()
+  %five : int = prim::Constant[value=5]()
+  %a : Tensor = aten::slice(%x, %one, %zero, %one, %one)
+  %b : Tensor = aten::slice(%x, %one, %two, %three, %one)
+  %c : Tensor = aten::slice(%x, %one, %one, %three, %one)
+  %r0 : Tensor = aten::slice(%x, %zero, %zero, %one, %one)
+  %r1 : Tensor = aten::slice(%x, %zero, %two, %three, %one)
+  %p : Tensor = aten::slice(%x, %one, %three, %five, %one)
+  %q : Tensor = aten::slice(%x, %one, %zero, %two, %one)
+  return (%a, %b, %c, %r0, %r1, %p, %q)
+)IR");
+  ShapeFacts facts;
+  TensorFact f;
+  f.sizes = {6, 4};
+  f.dynamic = {true, false};
+  f.sizes_at_double_batch = {12, 4};
+  facts.Set(g.value("x"), f);
+  EXPECT_TRUE(ProvablySameShape(g.value("a"), g.value("b"), &facts));
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("c"), &facts));    // 1 column vs 2
+  EXPECT_FALSE(ProvablySameShape(g.value("r0"), g.value("r1"), &facts));  // the batch dim
+  EXPECT_FALSE(ProvablySameShape(g.value("p"), g.value("q"), &facts));    // 3:5 past 4 columns
+  EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("b"), nullptr));   // no facts, no proof
+}
+
 // Reads of a dict input at constant keys (a ModuleDict loop's `ids[name]`), each right before
 // its member's op, can move up: they do not narrow the member's span, so the members overlap.
 // A read of a dict the graph uses otherwise too (here `len`; a write would be the danger) cannot.

@@ -192,6 +192,59 @@ class DeepFM(nn.Module):
         return torch.sigmoid(linear + fm + deep)
 
 
+class DeepFMColumns(nn.Module):
+    """DeepFM as CTR libraries deploy it (shenweichen/DeepCTR-Torch's BaseModel and DeepFM, traced
+    as its users serve it): one [B, 26 + 13] float tensor with a column per feature, 26 sparse ids
+    stored as floats and 13 dense values; each sparse field's column is sliced and cast
+    (`X[:, a:b].long()`) before its own nn.Embedding (first-order weights of width 1 and
+    second-order embeddings of width 8, one ModuleList each); the dense columns are sliced one by
+    one too. FM interaction over the [B, 26, 8] embeddings, a linear part, and a deep MLP over the
+    flattened embeddings and the dense columns.
+    """
+
+    def __init__(self, vocab_sizes: Optional[List[int]] = None, num_dense: int = 13, dim: int = 8):
+        super().__init__()
+        if vocab_sizes is None:
+            vocab_sizes = [20 + 3 * k for k in range(26)]
+        n = len(vocab_sizes)
+        self.sparse_cols: List[Tuple[int, int]] = [(k, k + 1) for k in range(n)]
+        self.dense_cols: List[Tuple[int, int]] = [(n + k, n + k + 1) for k in range(num_dense)]
+        self.linear_embs = nn.ModuleList([nn.Embedding(v, 1) for v in vocab_sizes])
+        self.embs = nn.ModuleList([nn.Embedding(v, dim) for v in vocab_sizes])
+        self.dense_linear = nn.Linear(num_dense, 1)
+        self.dnn = _mlp([n * dim + num_dense, 64, 32, 1])
+
+    def forward(self, X: Tensor) -> Tensor:
+        linear_terms: List[Tensor] = []
+        i = 0
+        for emb in self.linear_embs:
+            a, b = self.sparse_cols[i]
+            linear_terms.append(emb(X[:, a:b].long()))  # [B, 1, 1]
+            i += 1
+        embs: List[Tensor] = []
+        i = 0
+        for emb in self.embs:
+            a, b = self.sparse_cols[i]
+            embs.append(emb(X[:, a:b].long()))  # [B, 1, dim]
+            i += 1
+        dense: List[Tensor] = []
+        for a, b in self.dense_cols:
+            dense.append(X[:, a:b])
+        dense_x = torch.cat(dense, -1)
+        linear = torch.sum(torch.cat(linear_terms, -1), -1) + self.dense_linear(dense_x)
+        E = torch.cat(embs, 1)  # [B, 26, dim]
+        square_of_sum = torch.pow(torch.sum(E, 1, keepdim=True), 2)
+        sum_of_square = torch.sum(E * E, 1, keepdim=True)
+        fm = 0.5 * torch.sum(square_of_sum - sum_of_square, 2)
+        deep = self.dnn(torch.cat([torch.flatten(E, 1), dense_x], -1))
+        return torch.sigmoid(linear + fm + deep)
+
+
+def _deepfm_columns_args(m: DeepFMColumns, batch: int):
+    ids = _ids(batch, [e.num_embeddings for e in m.embs]).float()
+    return (torch.cat([ids, _dense(batch, len(m.dense_cols))], 1),)
+
+
 class WideDeep(nn.Module):
     """Wide & Deep: Cheng et al. 2016, "Wide & Deep Learning for Recommender Systems",
     arXiv:1606.07792; reference code tensorflow/models (official/recommendation, wide_deep) and
@@ -1180,6 +1233,7 @@ REGISTRY = {
     "dlrm_criteo": _seeded(127, lambda: DLRMCriteo(criteo_rows(PRODUCTION)), _dlrm_criteo_args,
                            True),
     "seed_scale": _seeded(128, lambda: SeedScale(production=PRODUCTION), _seed_scale_args, True),
+    "deepfm_columns": _seeded(129, DeepFMColumns, _deepfm_columns_args, True),
 }
 
 
