@@ -820,7 +820,47 @@ class Gen {
     }
   }
 
+  // Layer norms over the pieces of a 3-D input split along its last dim (Optimus's
+  // batch_layernorm test: x [B, m, k * n] into k pieces [B, m, n], one nn.LayerNorm(n) or
+  // nn.LayerNorm((m, n)) each), sometimes concatenated back. Drawn from the second stream only,
+  // so the rest of the graph is what it would have been without it.
+  void LayerNormPieces() {
+    auto A = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(aux_); };
+    const int64_t k = A(2, 4), m = A(1, 4), n = A(2, 5);
+    const bool two_dims = Q(0.3);
+    const Shape whole = {A(2, 4), m, k * n};
+    const int x = NewInput(whole);
+    const Shape norm = two_dims ? Shape{m, n} : Shape{n};
+    const std::string d = Int(Q(0.5) ? -1 : 2);
+    std::string list = Fresh();
+    Emit(list + " : Tensor[]", absl::StrCat("aten::split(", Use(x), ", ", Int(n), ", ", d, ")"));
+    std::vector<std::string> pieces, decls;
+    for (int64_t i = 0; i < k; ++i) {
+      pieces.push_back(Fresh());
+      decls.push_back(pieces.back() + " : Tensor");
+    }
+    Emit(absl::StrJoin(decls, ", "), absl::StrCat("prim::ListUnpack(", list, ")"));
+    const std::string shape = Const("int[]", absl::StrCat("[", absl::StrJoin(norm, ", "), "]"));
+    const std::string eps = Float(1e-5);
+    std::vector<std::string> ys;
+    for (int64_t i = 0; i < k; ++i) {
+      std::string w = Param(norm), b = Param(norm);
+      std::string y = Fresh();
+      Emit(y + " : Tensor", absl::StrCat("aten::layer_norm(", pieces[i], ", ", shape, ", ", w, ", ", b, ", ",
+                                         Q(0.9) ? eps : Float(1e-3), ", ", Bool(true), ")"));
+      ys.push_back(y);
+    }
+    if (Q(0.6)) {
+      std::string l = TensorList(ys), y = Fresh();
+      Emit(y + " : Tensor", absl::StrCat("aten::cat(", l, ", ", d, ")"));
+      Add(y, whole, false);
+      return;
+    }
+    for (const std::string& y : ys) Add(y, {whole[0], m, n}, false);
+  }
+
   void LayerNorm() {
+    if (Q(0.3)) return LayerNormPieces();
     int64_t k = P(0.8) ? R(2, 4) : 1;
     // (A normalized size of 1 is left out: its gradient is pure rounding noise scaled by
     // 1/sqrt(eps), which float32 comparisons cannot judge.)
