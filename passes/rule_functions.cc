@@ -217,9 +217,10 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                    c10::optional<c10::IValue> iv = torch::jit::toIValue(vs[0]);
                    if (!iv) return Err("number(): not a constant");
                    if (iv->isTensor()) {
-                     const at::Tensor& t = iv->toTensor();
+                     const at::Tensor t = iv->toTensor();
                      if (t.numel() != 1 || t.is_complex()) return Err("number(): not a one-element tensor");
-                     iv = t.item();
+                     const c10::Scalar item = t.item();
+                     iv = c10::IValue(item);
                    }
                    if (iv->isInt()) return Datum::Int(iv->toInt());
                    if (iv->isDouble()) return Datum::Float(iv->toDouble());
