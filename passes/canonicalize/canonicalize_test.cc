@@ -415,6 +415,30 @@ def forward(self, x):
   }
 }
 
+// Slices of a split's list of pieces (`torch.cat(pieces[0:3], 1)`, scripted) are lists of
+// those pieces: the cats read the pieces themselves, as in the traced twin.
+TEST(NormalizeSplitFamilyTest, SlicesOfAListOfPiecesBecomeThosePieces) {
+  torch::jit::Module m("Runs");
+  m.define(R"TS(
+def forward(self, x):
+    pieces = torch.split(x, 4, 1)
+    return torch.cat(pieces[0:3], 1) + torch.cat(pieces[-3:], 1) * torch.cat(pieces[::2], 1)
+)TS");
+  auto g = InlinedForward(m);
+  g->inputs()[1]->setType(c10::TensorType::createContiguous(at::kFloat, at::kCPU, {3, 24}));
+  auto original = g->copy();
+  CanonicalizeOptions options;
+  options.self = m._ivalue();
+  PassCounters counters;
+  EXPECT_TRUE(Canonicalize(g, options, &counters));
+  FileCheck().check_not("Tensor[] = aten::slice")->check("prim::ListUnpack")->run(*g);
+  FileCheck().check_count("aten::cat", 3, /*exactly=*/true)->run(*g);
+  at::Tensor x = torch::randn({3, 24});
+  EXPECT_TRUE(at::equal(RunGraphOn(original, {m._ivalue(), x})[0].toTensor(),
+                        RunGraphOn(g, {m._ivalue(), x})[0].toTensor()));
+  EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
+}
+
 // `out = lin(x0); out += lin(x1); out += lin(x2)`: the accumulator is fresh memory that
 // nothing else reads, so its in-place updates become out-of-place adds (the facts give both
 // operands one dtype). A tensor also read elsewhere, a view, an operand of another dtype and a

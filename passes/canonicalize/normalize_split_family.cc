@@ -3,7 +3,8 @@
 // Each rewrite here is an identity that holds for every input the original accepts:
 //   concat(xs, d) == cat(xs, d);  split(x, [s...], d) == split_with_sizes(x, [s...], d);
 //   split(x, s, d) == split_with_sizes(x, [s, ..., rest], d) when x.size(d) is static;
-//   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k].
+//   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k];
+//   parts[a:b:c] == [ListUnpack(parts)[i] for i in range(a, b, c)] (a new list either way).
 // Sizes and ranks come from the facts or IR types, and through the pieces of a split with
 // constant sections (KnownSize), so that the splits of pieces a loop unrolling made are
 // normalized too.
@@ -261,6 +262,32 @@ c10::optional<int64_t> PieceCount(Value* list, const ShapeFacts* facts) {
   return c10::nullopt;
 }
 
+// parts[a:b:c] of a list of tensors: aten::slice.t(list, start, end, step).
+bool IsListSlice(Node* n) {
+  return n->kind() == c10::aten::slice && n->inputs().size() == 4 && n->outputs().size() == 1 &&
+         n->input(0)->type()->kind() == c10::TypeKind::ListType;
+}
+
+// The indices parts[start:end:step] selects from `count` pieces, as Python slices a list (None
+// bounds, negative bounds counted from the end, clamped); nullopt unless the bounds are constants
+// and the step a positive constant.
+c10::optional<std::vector<int64_t>> SliceIndices(Node* slice, int64_t count) {
+  auto bound = [&](Value* v, int64_t none) -> c10::optional<int64_t> {
+    if (v->type()->kind() == c10::TypeKind::NoneType) return none;
+    c10::optional<int64_t> b = ConstInt(v);
+    if (!b) return c10::nullopt;
+    int64_t x = *b < 0 ? *b + count : *b;
+    return std::max<int64_t>(0, std::min(x, count));
+  };
+  c10::optional<int64_t> start = bound(slice->input(1), 0);
+  c10::optional<int64_t> end = bound(slice->input(2), count);
+  c10::optional<int64_t> step = ConstInt(slice->input(3));
+  if (!start || !end || !step || *step <= 0) return c10::nullopt;
+  std::vector<int64_t> out;
+  for (int64_t i = *start; i < *end; i += *step) out.push_back(i);
+  return out;
+}
+
 bool IsSplitFamily(Node* n) {
   c10::Symbol k = n->kind();
   return k == kSplitWithSizes || k == c10::aten::split || k == c10::aten::chunk ||
@@ -290,7 +317,8 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
     for (const torch::jit::Use& u : list->uses()) {
       c10::Symbol k = u.user->kind();
       interesting |= k == kGetItem || k == kLen ||
-                     ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0);
+                     ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) ||
+                     IsListSlice(u.user);
     }
     if (!interesting || !ListIsReadOnly(list)) continue;
     c10::optional<int64_t> count = PieceCount(list, facts);
@@ -331,6 +359,15 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
         std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
         Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
         user->replaceInput(0, lc->output());
+        changed = true;
+      } else if (IsListSlice(user)) {
+        c10::optional<std::vector<int64_t>> which = SliceIndices(user, *count);
+        if (!which) continue;
+        std::vector<Value*> pieces;
+        for (int64_t i : *which) pieces.push_back(unpack->output(i));
+        WithInsertPoint guard(user);
+        Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
+        user->output()->replaceAllUsesWith(lc->output());  // the slice is left for dead_code
         changed = true;
       }
     }
