@@ -383,7 +383,7 @@ def forward(self, x):
 // Splits of the pieces of a split, made by unrolling `for p in torch.split(x, 8, 1): for q in
 // torch.split(p, 4, 1): outs.append(q)`: the unrolled pieces have no sizes of their own, but
 // each is a section of a split with constant sections, so their splits are normalized and the
-// inner loops unrolled too.
+// inner loops unrolled too; `items.extend(torch.split(p, 2, 1))` becomes one append per piece.
 TEST(NormalizeSplitFamilyTest, SplitsOfUnrolledPiecesAreNormalized) {
   torch::jit::Module m("Nested");
   m.define(R"TS(
@@ -392,7 +392,10 @@ def forward(self, x):
     for p in torch.split(x, 8, 1):
         for q in torch.split(p, 4, -1):
             outs.append(torch.relu(q))
-    return torch.cat(outs, 1)
+    items: List[Tensor] = []
+    for p in torch.split(x, 8, 1):
+        items.extend(torch.split(p, 2, 1))
+    return torch.cat(outs, 1) + torch.cat([torch.relu(t) for t in items], 1)
 )TS");
   for (bool typed : {true, false}) {
     auto g = InlinedForward(m);
@@ -406,9 +409,9 @@ def forward(self, x):
       FileCheck().check("prim::Loop")->run(*g);
       continue;
     }
-    FileCheck().check_not("prim::Loop")->check_not("aten::split(")->run(*g);
-    FileCheck().check_count("aten::split_with_sizes", 3, /*exactly=*/true)->run(*g);
-    FileCheck().check_count("aten::relu", 4, /*exactly=*/true)->run(*g);
+    FileCheck().check_not("prim::Loop")->check_not("aten::split(")->check_not("aten::extend")->run(*g);
+    FileCheck().check_count("aten::split_with_sizes", 6, /*exactly=*/true)->run(*g);
+    FileCheck().check_count("aten::relu", 12, /*exactly=*/true)->run(*g);
     at::Tensor x = torch::randn({3, 16});
     EXPECT_TRUE(at::equal(RunGraphOn(original, {m._ivalue(), x})[0].toTensor(),
                           RunGraphOn(g, {m._ivalue(), x})[0].toTensor()));

@@ -4,7 +4,8 @@
 //   concat(xs, d) == cat(xs, d);  split(x, [s...], d) == split_with_sizes(x, [s...], d);
 //   split(x, s, d) == split_with_sizes(x, [s, ..., rest], d) when x.size(d) is static;
 //   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k];
-//   parts[a:b:c] == [ListUnpack(parts)[i] for i in range(a, b, c)] (a new list either way).
+//   parts[a:b:c] == [ListUnpack(parts)[i] for i in range(a, b, c)] (a new list either way);
+//   items.extend(parts) == items.append(p) for each piece p, in order.
 // Sizes and ranks come from the facts or IR types, and through the pieces of a split with
 // constant sections (KnownSize), so that the splits of pieces a loop unrolling made are
 // normalized too.
@@ -262,6 +263,14 @@ c10::optional<int64_t> PieceCount(Value* list, const ShapeFacts* facts) {
   return c10::nullopt;
 }
 
+// items.extend(parts) of another list: one append per piece, which remove_list_mutation then
+// folds with the list's other appends.
+bool IsExtendBy(Node* n, Value* list) {
+  static const c10::Symbol kExtend = c10::Symbol::fromQualString("aten::extend");
+  return n->kind() == kExtend && n->inputs().size() == 2 && n->input(1) == list &&
+         n->input(0) != list;
+}
+
 // parts[a:b:c] of a list of tensors: aten::slice.t(list, start, end, step).
 bool IsListSlice(Node* n) {
   return n->kind() == c10::aten::slice && n->inputs().size() == 4 && n->outputs().size() == 1 &&
@@ -318,7 +327,7 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
       c10::Symbol k = u.user->kind();
       interesting |= k == kGetItem || k == kLen ||
                      ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) ||
-                     IsListSlice(u.user);
+                     IsListSlice(u.user) || IsExtendBy(u.user, list);
     }
     if (!interesting || !ListIsReadOnly(list)) continue;
     c10::optional<int64_t> count = PieceCount(list, facts);
@@ -359,6 +368,11 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
         std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
         Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
         user->replaceInput(0, lc->output());
+        changed = true;
+      } else if (IsExtendBy(user, list)) {
+        WithInsertPoint guard(user);
+        for (Value* piece : unpack->outputs()) g->insert(c10::aten::append, {user->input(0), piece});
+        user->destroy();  // not in `nodes`: extend is no kind this pass looks at
         changed = true;
       } else if (IsListSlice(user)) {
         c10::optional<std::vector<int64_t>> which = SliceIndices(user, *count);

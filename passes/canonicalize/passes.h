@@ -87,9 +87,10 @@ bool UnrollKnownLoops(const std::shared_ptr<torch::jit::Graph>& graph, PassCount
 //   * negative dims of split/chunk/unbind/cat/stack/select/unsqueeze/squeeze/slice/narrow ->
 //     non-negative, when the rank is known;
 //   * constant list indexing of a split result (aten::__getitem__(parts, k), scripted code) ->
-//     one prim::ListUnpack (traced spelling), aten::len(parts) -> a constant, and a slice
-//     parts[a:b] with constant bounds -> a prim::ListConstruct of those pieces, when the number
-//     of pieces is known and the list is never mutated.
+//     one prim::ListUnpack (traced spelling), aten::len(parts) -> a constant, a slice
+//     parts[a:b] with constant bounds -> a prim::ListConstruct of those pieces, and
+//     items.extend(parts) -> one append per piece, when the number of pieces is known and the
+//     list is never mutated.
 // `nodes`, when given, holds the graph's nodes of the kinds NormalizeSplitFamilyLooksAt accepts,
 // in program order (a caller that walks the graph anyway saves it a walk).
 bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFacts* facts,
