@@ -6,6 +6,7 @@
 // is required) returns an error, and the constraint that called it does not hold.
 // Builtins edit the graph for rewrites that reshape a node's sections or list in place; each one
 // checks everything it relies on before its first edit and returns false, unchanged, otherwise.
+#include <functional>
 #include <numeric>
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -148,6 +149,105 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                  if (vs.size() != 1) return Err("kind() takes one value");
                  return Datum::Str(vs[0]->node()->kind().toQualString());
                }};
+  f["addends"] = {
+      1, 1,
+      "addends(%y): the terms of the sum %y: %y is aten::add(a, b, 1) of two tensors, and each "
+      "operand that is itself such an add in the same block, used only there, is replaced by its "
+      "terms, left to right (((a + b) + c) + d: a, b, c, d)",
+      [](auto& a, auto&) -> absl::StatusOr<Datum> {
+        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+        if (vs.size() != 1) return Err("addends() takes one value");
+        auto is_sum = [](Value* v) {
+          Node* n = v->node();
+          if (n->kind() != c10::aten::add || n->inputs().size() != 3 || n->outputs().size() != 1) return false;
+          c10::optional<Datum> alpha = DatumFromConstant(n->input(2));
+          return alpha && alpha->kind == Datum::Kind::kInt && alpha->i == 1 &&
+                 n->input(0)->type()->kind() == c10::TypeKind::TensorType &&
+                 n->input(1)->type()->kind() == c10::TypeKind::TensorType;
+        };
+        if (!is_sum(vs[0])) return Err("addends(): not a sum of two tensors");
+        torch::jit::Block* block = vs[0]->node()->owningBlock();
+        std::vector<Value*> terms;
+        std::function<void(Value*, bool)> walk = [&](Value* v, bool root) {
+          size_t live = 0;
+          for (const torch::jit::Use& u : v->uses()) live += IsDeadNode(u.user) ? 0 : 1;
+          if (root || (is_sum(v) && live == 1 && v->node()->owningBlock() == block)) {
+            walk(v->node()->input(0), false);
+            walk(v->node()->input(1), false);
+            return;
+          }
+          terms.push_back(v);
+        };
+        walk(vs[0], true);
+        return Datum::Seq(std::move(terms));
+      }};
+  f["producers_are"] = {2, 2,
+                        "producers_are(vs..., \"op-regex\"): each value is produced by a node whose "
+                        "kind fully matches the RE2",
+                        [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                          SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                          if (a[1].kind != Datum::Kind::kString) return Err("producers_are: op must be a string");
+                          RE2 re(a[1].s);
+                          if (!re.ok()) return Err(absl::StrCat("producers_are: bad regex: ", re.error()));
+                          for (Value* v : vs) {
+                            if (!RE2::FullMatch(v->node()->kind().toQualString(), re)) return Datum::Bool(false);
+                          }
+                          return Datum::Bool(true);
+                        }};
+  f["inputs_of"] = {2, 2, "inputs_of(vs..., i): input i of the node that produces each value",
+                    [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                      SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                      SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
+                      std::vector<Value*> out;
+                      for (Value* v : vs) {
+                        Node* n = v->node();
+                        if (i < 0 || i >= static_cast<int64_t>(n->inputs().size())) {
+                          return Err("inputs_of: index out of range");
+                        }
+                        out.push_back(n->input(i));
+                      }
+                      return Datum::Seq(std::move(out));
+                    }};
+  f["number"] = {1, 1,
+                 "number(%v): the number a constant holds: an int, float or bool constant, or a "
+                 "one-element tensor constant (tracing records a Python number added to a tensor so)",
+                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                   SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                   if (vs.size() != 1) return Err("number() takes one value");
+                   c10::optional<c10::IValue> iv = torch::jit::toIValue(vs[0]);
+                   if (!iv) return Err("number(): not a constant");
+                   if (iv->isTensor()) {
+                     const at::Tensor t = iv->toTensor();
+                     if (t.numel() != 1 || t.is_complex()) return Err("number(): not a one-element tensor");
+                     const c10::Scalar item = t.item();
+                     iv = c10::IValue(item);
+                   }
+                   if (iv->isInt()) return Datum::Int(iv->toInt());
+                   if (iv->isDouble()) return Datum::Float(iv->toDouble());
+                   if (iv->isBool()) return Datum::Int(iv->toBool() ? 1 : 0);
+                   return Err("number(): not a number");
+                 }};
+  f["all_tensors"] = {1, 1, "all_tensors(vs...): every value is a tensor (no None among optional inputs)",
+                      [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                        for (Value* v : vs) {
+                          if (v->type()->kind() != c10::TypeKind::TensorType) return Datum::Bool(false);
+                        }
+                        return Datum::Bool(true);
+                      }};
+  f["may_rewrite"] = {1, 1,
+                      "may_rewrite(vs...): the nodes that produce the values pass the engine's "
+                      "legality check (no mutation, no aliased writes), as matched nodes do: for "
+                      "nodes a rule reaches through functions (addends, inputs_of)",
+                      [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                        std::vector<Node*> nodes;
+                        for (Value* v : vs) {
+                          if (v->node()->kind() == c10::prim::Param) return Datum::Bool(false);
+                          nodes.push_back(v->node());
+                        }
+                        return Datum::Bool(!ctx.legal || ctx.legal(nodes));
+                      }};
   f["param_layout"] = {0, 0,
                        "param_layout(): \"stacked\" when the artifact stores the parameters the "
                        "batching rules stack as stacked parameters, else \"original\"",
@@ -333,6 +433,22 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                   if (!t || !t->scalarType()) return Err("dtype not known");
                   return Datum::Str(c10::toString(*t->scalarType()));
                 }};
+  f["dtypes"] = {1, 1, "dtypes(vs...): the dtype of each tensor value, as a list of strings",
+                 [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                   SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                   std::vector<Datum> out;
+                   for (Value* v : vs) {
+                     const TensorFact* f = ctx.facts != nullptr ? ctx.facts->Find(v) : nullptr;
+                     if (f != nullptr) {
+                       out.push_back(Datum::Str(c10::toString(f->dtype)));
+                       continue;
+                     }
+                     auto t = v->type()->template cast<c10::TensorType>();
+                     if (!t || !t->scalarType()) return Err("dtype not known");
+                     out.push_back(Datum::Str(c10::toString(*t->scalarType())));
+                   }
+                   return Datum::List(std::move(out));
+                 }};
   f["is_none"] = {1, 1, "is_none(%v): the value is the constant None",
                   [](auto& a, auto&) -> absl::StatusOr<Datum> {
                     if (a[0].kind == Datum::Kind::kNone) return Datum::Bool(true);

@@ -658,7 +658,53 @@ class Gen {
     Add(y, s, pool_[x].input_alias);
   }
 
+  // Linears accumulated into one sum (Optimus's test: 10 Linear(10, 10) added up): per-feature
+  // inputs, one of them sometimes a [1, in] global feature that broadcasts against the batch;
+  // the sum started as users write it: at the first term, at `0 + l0(x0)` (Python's sum()), or at
+  // `zeros_like(x0)` (square weights). Sometimes a member without bias, of another width or a
+  // term that is not a linear (the sum then stays). Drawn from the second stream only.
+  void LinearSum() {
+    auto A = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(aux_); };
+    const int64_t k = A(2, 4), in = A(1, 6), bsz = A(2, 4);
+    const int start = A(0, 2);  // 0: first term, 1: 0 + first term, 2: zeros_like(x0) + ...
+    const int64_t out = start == 2 ? in : A(1, 6);
+    std::vector<std::string> terms;
+    std::string first_input;
+    for (int64_t i = 0; i < k; ++i) {
+      const bool global = i > 0 && Q(0.15);
+      const int64_t width = i > 0 && Q(0.1) ? A(1, 6) : in;
+      std::string x = global ? Param({1, width}) : pool_[NewInput({bsz, width})].name;
+      if (!global) pool_.back().uses++;
+      if (i == 0) first_input = x;
+      std::string b = Q(0.9) ? Param({out}) : None();
+      std::string y = Fresh();
+      Emit(y + " : Tensor", absl::StrCat("aten::linear(", x, ", ", Param({out, width}), ", ", b, ")"));
+      terms.push_back(y);
+    }
+    if (Q(0.1)) terms.push_back(pool_[NewInput({bsz, out})].name);
+    const std::string one = Int(1);
+    std::string sum;
+    if (start == 2) {
+      const std::string none = None();
+      sum = Fresh();
+      Emit(sum + " : Tensor", absl::StrCat("aten::zeros_like(", first_input, ", ", none, ", ", none, ", ", none,
+                                           ", ", none, ", ", none, ")"));
+    } else if (start == 1) {
+      sum = Fresh();
+      Emit(sum + " : Tensor", absl::StrCat("aten::add(", terms[0], ", ", Int(0), ", ", one, ")"));
+    } else {
+      sum = terms[0];
+    }
+    for (size_t i = start == 2 ? 0 : 1; i < terms.size(); ++i) {
+      std::string s = Fresh();
+      Emit(s + " : Tensor", absl::StrCat("aten::add(", sum, ", ", terms[i], ", ", one, ")"));
+      sum = s;
+    }
+    Add(sum, {bsz, out}, false);
+  }
+
   void Linear() {
+    if (Q(0.25)) return LinearSum();
     bool same_input = P(0.5);
     int64_t k = P(0.8) ? R(2, 4) : 1;
     int x = Pick([&](const Shape& s) { return s.size() >= 1 && s.size() <= (same_input ? 3u : 2u) && s.back() <= 8; },
@@ -862,7 +908,47 @@ class Gen {
     }
   }
 
+  // Layer norms over the pieces of a 3-D input split along its last dim (Optimus's
+  // batch_layernorm test: x [B, m, k * n] into k pieces [B, m, n], one nn.LayerNorm(n) or
+  // nn.LayerNorm((m, n)) each), sometimes concatenated back. Drawn from the second stream only,
+  // so the rest of the graph is what it would have been without it.
+  void LayerNormPieces() {
+    auto A = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(aux_); };
+    const int64_t k = A(2, 4), m = A(1, 4), n = A(2, 5);
+    const bool two_dims = Q(0.3);
+    const Shape whole = {A(2, 4), m, k * n};
+    const int x = NewInput(whole);
+    const Shape norm = two_dims ? Shape{m, n} : Shape{n};
+    const std::string d = Int(Q(0.5) ? -1 : 2);
+    std::string list = Fresh();
+    Emit(list + " : Tensor[]", absl::StrCat("aten::split(", Use(x), ", ", Int(n), ", ", d, ")"));
+    std::vector<std::string> pieces, decls;
+    for (int64_t i = 0; i < k; ++i) {
+      pieces.push_back(Fresh());
+      decls.push_back(pieces.back() + " : Tensor");
+    }
+    Emit(absl::StrJoin(decls, ", "), absl::StrCat("prim::ListUnpack(", list, ")"));
+    const std::string shape = Const("int[]", absl::StrCat("[", absl::StrJoin(norm, ", "), "]"));
+    const std::string eps = Float(1e-5);
+    std::vector<std::string> ys;
+    for (int64_t i = 0; i < k; ++i) {
+      std::string w = Param(norm), b = Param(norm);
+      std::string y = Fresh();
+      Emit(y + " : Tensor", absl::StrCat("aten::layer_norm(", pieces[i], ", ", shape, ", ", w, ", ", b, ", ",
+                                         Q(0.9) ? eps : Float(1e-3), ", ", Bool(true), ")"));
+      ys.push_back(y);
+    }
+    if (Q(0.6)) {
+      std::string l = TensorList(ys), y = Fresh();
+      Emit(y + " : Tensor", absl::StrCat("aten::cat(", l, ", ", d, ")"));
+      Add(y, whole, false);
+      return;
+    }
+    for (const std::string& y : ys) Add(y, {whole[0], m, n}, false);
+  }
+
   void LayerNorm() {
+    if (Q(0.3)) return LayerNormPieces();
     int64_t k = P(0.8) ? R(2, 4) : 1;
     // (A normalized size of 1 is left out: its gradient is pure rounding noise scaled by
     // 1/sqrt(eps), which float32 comparisons cannot judge.)

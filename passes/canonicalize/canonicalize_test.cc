@@ -4,6 +4,7 @@
 // machine), which is how "the same behaviour in both" is checked.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/irparser.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -388,6 +389,222 @@ TEST(FoldListReadsTest, WritesToFoldedListElementsSurviveSaveAndLoad) {
     }
     EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
   }
+}
+
+// `for p, q in zip(a, b)` loops min([len(a), len(b)]) times: once both lengths are folded, the
+// minimum of the constant list is the trip count.
+TEST(FoldListReadsTest, MinAndMaxOfConstantListsFold) {
+  auto g = Parse(R"IR(
+graph(%x : Tensor):
+  %three : int = prim::Constant[value=3]()
+  %five : int = prim::Constant[value=5]()
+  %lens : int[] = prim::ListConstruct(%five, %three)
+  %lo : int = prim::min(%lens)
+  %hi : int = prim::max(%lens)
+  %a : Tensor = aten::mul(%x, %lo)
+  %b : Tensor = aten::mul(%a, %hi)
+  %pair : int = prim::min(%three, %five)
+  %c : Tensor = aten::mul(%b, %pair)
+  return (%c)
+)IR");
+  PassCounters counters;
+  EXPECT_TRUE(FoldListReads(g, &counters));
+  EliminateDeadNodes(g, nullptr);
+  // The list forms fold; min(int, int) is constant propagation's.
+  FileCheck()
+      .check_count("prim::min", 1, /*exactly=*/true)
+      ->check_not("prim::max")
+      ->run(*g);
+  EXPECT_EQ(counters["fold_list_reads.constant_lists"], 2);
+  at::Tensor x = torch::randn({2, 3});
+  for (torch::jit::Node* n : g->nodes()) {
+    if (n->kind() == c10::aten::mul && n->input(1)->node()->kind() == c10::prim::Constant) {
+      int64_t k = torch::jit::constant_as<int64_t>(n->input(1)).value();
+      EXPECT_TRUE(k == 3 || k == 5) << k;
+    }
+  }
+}
+
+// A comprehension over a split's pieces, two slices of the list it builds, and a `zip` loop over
+// them (`xs = [t for t in torch.split(x, 4, 1)]; a = xs[:2]; b = xs[2:]`, then one add per
+// pair): the pipeline leaves one add per pair of pieces, no loop, and the same numbers.
+TEST(CanonicalizeTest, ZipOverSlicesOfAComprehensionUnrolls) {
+  torch::jit::Module m("Pairs");
+  m.define(R"TS(
+def forward(self, x):
+    xs = [t for t in torch.split(x, 4, 1)]
+    a = xs[:2]
+    b = xs[2:]
+    outs: List[Tensor] = []
+    for p, q in zip(a, b):
+        outs.append(torch.add(p, q))
+    return torch.cat(outs, 1)
+)TS");
+  auto g = InlinedForward(m);
+  g->inputs()[1]->setType(c10::TensorType::createContiguous(at::kFloat, at::kCPU, {3, 16}));
+  auto original = g->copy();
+  CanonicalizeOptions options;
+  options.self = m._ivalue();
+  PassCounters counters;
+  EXPECT_TRUE(Canonicalize(g, options, &counters));
+  FileCheck()
+      .check_not("prim::Loop")
+      ->check_not("prim::min")
+      ->check_count("aten::add", 2, /*exactly=*/true)
+      ->check("aten::cat")
+      ->run(*g);
+  at::Tensor x = torch::randn({3, 16});
+  EXPECT_TRUE(at::equal(RunGraphOn(original, {m._ivalue(), x})[0].toTensor(),
+                        RunGraphOn(g, {m._ivalue(), x})[0].toTensor()));
+  EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
+}
+
+// Splits of the pieces of a split, made by unrolling `for p in torch.split(x, 8, 1): for q in
+// torch.split(p, 4, 1): outs.append(q)`: the unrolled pieces have no sizes of their own, but
+// each is a section of a split with constant sections, so their splits are normalized and the
+// inner loops unrolled too; `items.extend(torch.split(p, 2, 1))` becomes one append per piece.
+TEST(NormalizeSplitFamilyTest, SplitsOfUnrolledPiecesAreNormalized) {
+  torch::jit::Module m("Nested");
+  m.define(R"TS(
+def forward(self, x):
+    outs: List[Tensor] = []
+    for p in torch.split(x, 8, 1):
+        for q in torch.split(p, 4, -1):
+            outs.append(torch.relu(q))
+    items: List[Tensor] = []
+    for p in torch.split(x, 8, 1):
+        items.extend(torch.split(p, 2, 1))
+    return torch.cat(outs, 1) + torch.cat([torch.relu(t) for t in items], 1)
+)TS");
+  for (bool typed : {true, false}) {
+    auto g = InlinedForward(m);
+    if (typed) g->inputs()[1]->setType(c10::TensorType::createContiguous(at::kFloat, at::kCPU, {3, 16}));
+    auto original = g->copy();
+    CanonicalizeOptions options;
+    options.self = m._ivalue();
+    Canonicalize(g, options, nullptr);
+    if (!typed) {
+      // Without the outer split's sizes nothing is known about its pieces: the loops stay.
+      FileCheck().check("prim::Loop")->run(*g);
+      continue;
+    }
+    FileCheck().check_not("prim::Loop")->check_not("aten::split(")->check_not("aten::extend")->run(*g);
+    FileCheck().check_count("aten::split_with_sizes", 6, /*exactly=*/true)->run(*g);
+    FileCheck().check_count("aten::relu", 12, /*exactly=*/true)->run(*g);
+    at::Tensor x = torch::randn({3, 16});
+    EXPECT_TRUE(at::equal(RunGraphOn(original, {m._ivalue(), x})[0].toTensor(),
+                          RunGraphOn(g, {m._ivalue(), x})[0].toTensor()));
+  }
+}
+
+// Slices of a split's list of pieces (`torch.cat(pieces[0:3], 1)`, scripted) are lists of
+// those pieces: the cats read the pieces themselves, as in the traced twin.
+TEST(NormalizeSplitFamilyTest, SlicesOfAListOfPiecesBecomeThosePieces) {
+  torch::jit::Module m("Runs");
+  m.define(R"TS(
+def forward(self, x):
+    pieces = torch.split(x, 4, 1)
+    return torch.cat(pieces[0:3], 1) + torch.cat(pieces[-3:], 1) * torch.cat(pieces[::2], 1)
+)TS");
+  auto g = InlinedForward(m);
+  g->inputs()[1]->setType(c10::TensorType::createContiguous(at::kFloat, at::kCPU, {3, 24}));
+  auto original = g->copy();
+  CanonicalizeOptions options;
+  options.self = m._ivalue();
+  PassCounters counters;
+  EXPECT_TRUE(Canonicalize(g, options, &counters));
+  FileCheck().check_not("Tensor[] = aten::slice")->check("prim::ListUnpack")->run(*g);
+  FileCheck().check_count("aten::cat", 3, /*exactly=*/true)->run(*g);
+  at::Tensor x = torch::randn({3, 24});
+  EXPECT_TRUE(at::equal(RunGraphOn(original, {m._ivalue(), x})[0].toTensor(),
+                        RunGraphOn(g, {m._ivalue(), x})[0].toTensor()));
+  EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
+}
+
+// `out = lin(x0); out += lin(x1); out += lin(x2)`: the accumulator is fresh memory that
+// nothing else reads, so its in-place updates become out-of-place adds (the facts give both
+// operands one dtype). A tensor also read elsewhere, a view, an operand of another dtype and a
+// graph without facts keep their in-place updates.
+TEST(OutOfPlaceUpdatesTest, FreshAccumulatorUpdatedOutOfPlace) {
+  const char* ir = R"IR(
+graph(%x0 : Tensor, %x1 : Tensor, %x2 : Tensor, %w : Tensor, %d : Tensor):
+  %none : NoneType = prim::Constant()
+  %one : int = prim::Constant[value=1]()
+  %zero : int = prim::Constant[value=0]()
+  %a : Tensor = aten::linear(%x0, %w, %none)
+  %b : Tensor = aten::linear(%x1, %w, %none)
+  %s : Tensor = aten::add_(%a, %b, %one)
+  %c : Tensor = aten::linear(%x2, %w, %none)
+  %t : Tensor = aten::add_(%s, %c, %one)
+  %e : Tensor = aten::linear(%x0, %w, %none)
+  %f : Tensor = aten::mul_(%e, %c)
+  %g : Tensor = aten::relu(%e)
+  %v : Tensor = aten::select(%f, %zero, %zero)
+  %r : Tensor = aten::select(%b, %zero, %zero)
+  %h : Tensor = aten::add_(%v, %r, %one)
+  %k : Tensor = aten::linear(%x1, %w, %none)
+  %m : Tensor = aten::add_(%k, %d, %one)
+  return (%t, %g, %h, %m)
+)IR";
+  auto g = Parse(ir);
+  ShapeFacts facts;
+  for (torch::jit::Node* n : g->nodes()) {
+    for (torch::jit::Value* v : n->outputs()) {
+      if (v->type()->kind() != c10::TypeKind::TensorType) continue;
+      TensorFact f;
+      f.sizes = {2, 3};
+      f.dynamic = {true, false};
+      facts.Set(v, f);
+    }
+  }
+  for (torch::jit::Value* v : g->inputs()) {
+    TensorFact f;
+    f.sizes = {2, 3};
+    f.dynamic = {true, false};
+    f.dtype = v->debugName() == "d" ? c10::ScalarType::Double : c10::ScalarType::Float;
+    facts.Set(v, f);
+  }
+  auto original = g->copy();
+  PassCounters counters;
+  EXPECT_FALSE(OutOfPlaceUpdates(g, nullptr, nullptr)) << "nothing without facts";
+  EXPECT_TRUE(OutOfPlaceUpdates(g, &facts, &counters));
+  EXPECT_EQ(counters["out_of_place_updates.updates"], 2);
+  // The accumulator's two updates; %e is read by the relu too, %v is a view, %d a double.
+  FileCheck()
+      .check_count("aten::add(", 2, /*exactly=*/true)
+      ->check("aten::mul_(")
+      ->check_count("aten::add_(", 2, /*exactly=*/true)
+      ->run(*g);
+  at::Tensor w = torch::randn({3, 3});
+  std::vector<c10::IValue> in = {torch::randn({2, 3}), torch::randn({2, 3}), torch::randn({2, 3}), w,
+                                 torch::randn({2, 3})};
+  auto want = RunGraphOn(original, in);
+  auto got = RunGraphOn(g, in);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(at::allclose(want[k].toTensor(), got[k].toTensor())) << k;
+  EXPECT_FALSE(OutOfPlaceUpdates(g, &facts, nullptr)) << "a second run must change nothing";
+}
+
+// Two reads of `inputs[0]` (a List[Tensor] input nothing writes) are one tensor object: merged.
+// Reads of a list that is appended to are not.
+TEST(EliminateCommonReadsTest, ReadsOfAnUnwrittenListAtOneIndexMerge) {
+  auto g = Parse(R"IR(
+graph(%xs : Tensor[], %ys : Tensor[], %y : Tensor):
+  %zero : int = prim::Constant[value=0]()
+  %a : Tensor = aten::__getitem__(%xs, %zero)
+  %b : Tensor = aten::__getitem__(%xs, %zero)
+  %c : Tensor = aten::add(%a, %b, %zero)
+  %d : Tensor = aten::__getitem__(%ys, %zero)
+  %1 : Tensor[] = aten::append(%ys, %y)
+  %e : Tensor = aten::__getitem__(%ys, %zero)
+  return (%c, %d, %e)
+)IR");
+  PassCounters counters;
+  EXPECT_TRUE(EliminateCommonReads(g, &counters));
+  FileCheck()
+      .check_count("aten::__getitem__(%xs", 1, /*exactly=*/true)
+      ->run(*g);
+  FileCheck().check_count("aten::__getitem__(%ys", 2, /*exactly=*/true)->run(*g);
 }
 
 TEST(FoldScalarTensorsTest, TracedSizeArithmeticBecomesIntArithmetic) {

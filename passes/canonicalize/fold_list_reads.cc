@@ -9,7 +9,9 @@
 // checks, with an alias analysis, that the list is never modified); for a constant list (a
 // prim::Constant, as folded attributes are) it is done here, where every use of the constant must
 // be a read (a write would change what later reads see). Out-of-range indices are left alone:
-// they raise at run time, as the original does.
+// they raise at run time, as the original does. prim::min and prim::max of a constant int or
+// float list become its smallest or largest element: `for p, q in zip(a, b)` loops
+// min([len(a), len(b)]) times, which is a constant trip count once both lengths are.
 //
 // A folded read that is written in place (`outs[0].add_(1.0)` after `outs = [a + b, ...]`)
 // becomes a write to the element (`add_(%e)`) that follows the list's construction. The graph is
@@ -79,6 +81,8 @@ using torch::jit::Value;
 
 const c10::Symbol kGetItem = c10::Symbol::fromQualString("aten::__getitem__");
 const c10::Symbol kLen = c10::Symbol::fromQualString("aten::len");
+const c10::Symbol kMin = c10::Symbol::fromQualString("prim::min");
+const c10::Symbol kMax = c10::Symbol::fromQualString("prim::max");
 
 bool NoWriters(Value* list) {
   for (const torch::jit::Use& u : list->uses()) {
@@ -120,11 +124,31 @@ bool FoldConstantListLiteral(Node* n) {
   return true;
 }
 
-// len / constant __getitem__ of a constant list (that nothing writes) -> the length / element.
+// The smallest (or largest) element of a non-empty int or float list; nullopt otherwise (an
+// empty list raises at run time, as the original does).
+c10::optional<c10::IValue> Extreme(const c10::IValue& list, bool smallest) {
+  c10::ArrayRef<c10::IValue> items = list.toListRef();
+  if (items.empty()) return c10::nullopt;
+  c10::IValue best = items[0];
+  for (const c10::IValue& v : items) {
+    if (v.isInt() && best.isInt()) {
+      if (smallest ? v.toInt() < best.toInt() : v.toInt() > best.toInt()) best = v;
+    } else if (v.isDouble() && best.isDouble()) {
+      if (smallest ? v.toDouble() < best.toDouble() : v.toDouble() > best.toDouble()) best = v;
+    } else {
+      return c10::nullopt;
+    }
+  }
+  return best;
+}
+
+// len / constant __getitem__ / min / max of a constant list (that nothing writes) -> the length /
+// element.
 bool FoldConstantListRead(Node* n) {
   bool get = n->kind() == kGetItem && n->inputs().size() == 2;
   bool len = n->kind() == kLen && n->inputs().size() == 1;
-  if (!(get || len) || !n->output()->hasUses()) return false;
+  bool extreme = (n->kind() == kMin || n->kind() == kMax) && n->inputs().size() == 1;
+  if (!(get || len || extreme) || n->outputs().size() != 1 || !n->output()->hasUses()) return false;
   Value* list_value = n->input(0);
   if (list_value->node()->kind() != c10::prim::Constant) return false;
   c10::optional<c10::IValue> list = torch::jit::toIValue(list_value);
@@ -132,6 +156,10 @@ bool FoldConstantListRead(Node* n) {
   c10::IValue folded;
   if (len) {
     folded = static_cast<int64_t>(list->toListRef().size());
+  } else if (extreme) {
+    c10::optional<c10::IValue> e = Extreme(*list, n->kind() == kMin);
+    if (!e) return false;
+    folded = *e;
   } else {
     c10::optional<int64_t> index = torch::jit::constant_as<int64_t>(n->input(1));
     int64_t count = static_cast<int64_t>(list->toListRef().size());

@@ -3,7 +3,12 @@
 // Each rewrite here is an identity that holds for every input the original accepts:
 //   concat(xs, d) == cat(xs, d);  split(x, [s...], d) == split_with_sizes(x, [s...], d);
 //   split(x, s, d) == split_with_sizes(x, [s, ..., rest], d) when x.size(d) is static;
-//   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k].
+//   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k];
+//   parts[a:b:c] == [ListUnpack(parts)[i] for i in range(a, b, c)] (a new list either way);
+//   items.extend(parts) == items.append(p) for each piece p, in order.
+// Sizes and ranks come from the facts or IR types, and through the pieces of a split with
+// constant sections (KnownSize), so that the splits of pieces a loop unrolling made are
+// normalized too.
 #include "passes/canonicalize/passes.h"
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -38,6 +43,47 @@ void CollectNodes(torch::jit::Block* b, std::vector<Node*>* out) {
 }
 
 c10::optional<int64_t> ConstInt(Value* v) { return torch::jit::constant_as<int64_t>(v); }
+
+// The split_with_sizes (constant sections and dim) that `v` is a piece of, or nullptr.
+Node* SplitOfPiece(Value* v) {
+  Node* unpack = v->node();
+  if (unpack->kind() != c10::prim::ListUnpack) return nullptr;
+  Node* split = unpack->input(0)->node();
+  c10::optional<std::vector<int64_t>> sections = internal::SplitSections(split);
+  if (!sections || sections->size() != unpack->outputs().size() || !ConstInt(split->input(2))) {
+    return nullptr;
+  }
+  return split;
+}
+
+// KnownRank / KnownSize: the rank, and the static size of a dim, of a tensor value: from the
+// facts or the IR type; else, for a piece of a split_with_sizes with constant sections, those of
+// the split's input, with the piece's section on the split dim (a constant whatever the batch).
+// Pieces made after the facts were recorded (a loop over a split's pieces, unrolled) have no
+// facts of their own; the splits of those pieces (`for p in parts: torch.split(p, 5, 1)`) are
+// normalized, and the loops over their pieces unrolled, through this.
+c10::optional<int64_t> KnownRank(Value* v, const ShapeFacts* facts, int depth = 0) {
+  if (c10::optional<int64_t> r = internal::StaticRank(v, facts)) return r;
+  Node* split = depth < 32 ? SplitOfPiece(v) : nullptr;
+  if (split == nullptr) return c10::nullopt;
+  return KnownRank(split->input(0), facts, depth + 1);
+}
+
+c10::optional<int64_t> KnownSize(Value* v, int64_t dim, const ShapeFacts* facts, int depth = 0) {
+  if (c10::optional<int64_t> s = internal::StaticSize(v, dim, facts)) return s;
+  Node* split = depth < 32 ? SplitOfPiece(v) : nullptr;
+  if (split == nullptr) return c10::nullopt;
+  int64_t split_dim = *ConstInt(split->input(2));
+  if (dim < 0 || split_dim < 0) {
+    c10::optional<int64_t> rank = KnownRank(v, facts, depth);
+    if (!rank) return c10::nullopt;
+    if (dim < 0) dim += *rank;
+    if (split_dim < 0) split_dim += *rank;
+    if (dim < 0 || split_dim < 0) return c10::nullopt;
+  }
+  if (dim == split_dim) return (*internal::SplitSections(split))[v->offset()];
+  return KnownSize(split->input(0), dim, facts, depth + 1);
+}
 
 bool IsIntList(Value* v) {
   auto lt = v->type()->cast<c10::ListType>();
@@ -103,7 +149,7 @@ bool NormalizeSpellings(Graph* g, std::vector<Node*>& nodes, ShapeFacts* facts) 
       c10::optional<int64_t> size = ConstInt(n->input(1));
       c10::optional<int64_t> dim = ConstInt(n->input(2));
       if (!size || !dim) continue;
-      c10::optional<int64_t> total = internal::StaticSize(n->input(0), *dim, facts);
+      c10::optional<int64_t> total = KnownSize(n->input(0), *dim, facts);
       if (!total || *size <= 0) continue;
       std::vector<int64_t> sizes = SplitSizes(*total, *size);
       Value* c = nullptr;
@@ -117,7 +163,7 @@ bool NormalizeSpellings(Graph* g, std::vector<Node*>& nodes, ShapeFacts* facts) 
       c10::optional<int64_t> chunks = ConstInt(n->input(1));
       c10::optional<int64_t> dim = ConstInt(n->input(2));
       if (!chunks || !dim || *chunks <= 0) continue;
-      c10::optional<int64_t> total = internal::StaticSize(n->input(0), *dim, facts);
+      c10::optional<int64_t> total = KnownSize(n->input(0), *dim, facts);
       if (!total) continue;
       int64_t size = (*total + *chunks - 1) / *chunks;
       if (size == 0) continue;
@@ -141,12 +187,12 @@ c10::optional<int64_t> DimRank(Node* n, const ShapeFacts* facts) {
     Node* list = n->input(0)->node();
     if (list->kind() != c10::prim::ListConstruct) return c10::nullopt;
     for (Value* v : list->inputs()) {
-      c10::optional<int64_t> r = internal::StaticRank(v, facts);
+      c10::optional<int64_t> r = KnownRank(v, facts);
       if (r) return k == c10::aten::stack ? *r + 1 : *r;
     }
     return c10::nullopt;
   }
-  c10::optional<int64_t> r = internal::StaticRank(n->input(0), facts);
+  c10::optional<int64_t> r = KnownRank(n->input(0), facts);
   if (r && k == c10::aten::unsqueeze) return *r + 1;
   return r;
 }
@@ -205,7 +251,7 @@ c10::optional<int64_t> PieceCount(Value* list, const ShapeFacts* facts) {
   if (n->kind() == c10::aten::unbind && n->inputs().size() == 2) {
     c10::optional<int64_t> dim = ConstInt(n->input(1));
     if (dim) {
-      c10::optional<int64_t> s = internal::StaticSize(n->input(0), *dim, facts);
+      c10::optional<int64_t> s = KnownSize(n->input(0), *dim, facts);
       if (s) return s;
     }
   }
@@ -215,6 +261,40 @@ c10::optional<int64_t> PieceCount(Value* list, const ShapeFacts* facts) {
     }
   }
   return c10::nullopt;
+}
+
+// items.extend(parts) of another list: one append per piece, which remove_list_mutation then
+// folds with the list's other appends.
+bool IsExtendBy(Node* n, Value* list) {
+  static const c10::Symbol kExtend = c10::Symbol::fromQualString("aten::extend");
+  return n->kind() == kExtend && n->inputs().size() == 2 && n->input(1) == list &&
+         n->input(0) != list;
+}
+
+// parts[a:b:c] of a list of tensors: aten::slice.t(list, start, end, step).
+bool IsListSlice(Node* n) {
+  return n->kind() == c10::aten::slice && n->inputs().size() == 4 && n->outputs().size() == 1 &&
+         n->input(0)->type()->kind() == c10::TypeKind::ListType;
+}
+
+// The indices parts[start:end:step] selects from `count` pieces, as Python slices a list (None
+// bounds, negative bounds counted from the end, clamped); nullopt unless the bounds are constants
+// and the step a positive constant.
+c10::optional<std::vector<int64_t>> SliceIndices(Node* slice, int64_t count) {
+  auto bound = [&](Value* v, int64_t none) -> c10::optional<int64_t> {
+    if (v->type()->kind() == c10::TypeKind::NoneType) return none;
+    c10::optional<int64_t> b = ConstInt(v);
+    if (!b) return c10::nullopt;
+    int64_t x = *b < 0 ? *b + count : *b;
+    return std::max<int64_t>(0, std::min(x, count));
+  };
+  c10::optional<int64_t> start = bound(slice->input(1), 0);
+  c10::optional<int64_t> end = bound(slice->input(2), count);
+  c10::optional<int64_t> step = ConstInt(slice->input(3));
+  if (!start || !end || !step || *step <= 0) return c10::nullopt;
+  std::vector<int64_t> out;
+  for (int64_t i = *start; i < *end; i += *step) out.push_back(i);
+  return out;
 }
 
 bool IsSplitFamily(Node* n) {
@@ -246,7 +326,8 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
     for (const torch::jit::Use& u : list->uses()) {
       c10::Symbol k = u.user->kind();
       interesting |= k == kGetItem || k == kLen ||
-                     ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0);
+                     ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) ||
+                     IsListSlice(u.user) || IsExtendBy(u.user, list);
     }
     if (!interesting || !ListIsReadOnly(list)) continue;
     c10::optional<int64_t> count = PieceCount(list, facts);
@@ -287,6 +368,20 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
         std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
         Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
         user->replaceInput(0, lc->output());
+        changed = true;
+      } else if (IsExtendBy(user, list)) {
+        WithInsertPoint guard(user);
+        for (Value* piece : unpack->outputs()) g->insert(c10::aten::append, {user->input(0), piece});
+        user->destroy();  // not in `nodes`: extend is no kind this pass looks at
+        changed = true;
+      } else if (IsListSlice(user)) {
+        c10::optional<std::vector<int64_t>> which = SliceIndices(user, *count);
+        if (!which) continue;
+        std::vector<Value*> pieces;
+        for (int64_t i : *which) pieces.push_back(unpack->output(i));
+        WithInsertPoint guard(user);
+        Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
+        user->output()->replaceAllUsesWith(lc->output());  // the slice is left for dead_code
         changed = true;
       }
     }

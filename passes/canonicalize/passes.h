@@ -51,10 +51,11 @@ bool FoldModuleAttributes(const std::shared_ptr<torch::jit::Graph>& graph, const
 // FoldListReads: a ListConstruct of scalar constants that is only read becomes a constant list;
 // aten::len and aten::__getitem__ (constant index) of a list whose elements are known — a
 // prim::ListConstruct or a constant list that nothing writes to — become the element or the
-// length; LibTorch's list idioms (slices of known lists, len of ListConstruct) follow. A
-// ListConstruct whose elements are then written in place (a folded `outs[0].add_(1.0)`) is built
-// after those writes, where LibTorch's dead code elimination (LowerSimpleTuples, torch::jit::load
-// compiling a saved archive) keeps them.
+// length, and prim::min / prim::max of a constant int or float list (the trip count of a `zip`
+// loop) its smallest / largest element; LibTorch's list idioms (slices of known lists, len of
+// ListConstruct) follow. A ListConstruct whose elements are then written in place (a folded
+// `outs[0].add_(1.0)`) is built after those writes, where LibTorch's dead code elimination
+// (LowerSimpleTuples, torch::jit::load compiling a saved archive) keeps them.
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
 // FoldScalarTensors: aten::Int of integer arithmetic that tracing recorded on 0-dim tensors
@@ -88,8 +89,10 @@ bool UnrollKnownLoops(const std::shared_ptr<torch::jit::Graph>& graph, PassCount
 //   * negative dims of split/chunk/unbind/cat/stack/select/unsqueeze/squeeze/slice/narrow ->
 //     non-negative, when the rank is known;
 //   * constant list indexing of a split result (aten::__getitem__(parts, k), scripted code) ->
-//     one prim::ListUnpack (traced spelling), and aten::len(parts) -> a constant, when the number
-//     of pieces is known and the list is never mutated.
+//     one prim::ListUnpack (traced spelling), aten::len(parts) -> a constant, a slice
+//     parts[a:b] with constant bounds -> a prim::ListConstruct of those pieces, and
+//     items.extend(parts) -> one append per piece, when the number of pieces is known and the
+//     list is never mutated.
 // `nodes`, when given, holds the graph's nodes of the kinds NormalizeSplitFamilyLooksAt accepts,
 // in program order (a caller that walks the graph anyway saves it a walk).
 bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFacts* facts,
@@ -97,8 +100,15 @@ bool NormalizeSplitFamily(const std::shared_ptr<torch::jit::Graph>& graph, Shape
                           const std::vector<torch::jit::Node*>* nodes = nullptr);
 bool NormalizeSplitFamilyLooksAt(c10::Symbol kind);
 
+// OutOfPlaceUpdates: `a.add_(b)` (sub_, mul_, div_) becomes `a.add(b)` where `a` is a fresh
+// tensor (new memory, same block) that nothing else uses and the facts give `b` its dtype: the
+// accumulator of `out = lin(x0); out += lin(x1)`. Needs facts; without them nothing changes.
+bool OutOfPlaceUpdates(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFacts* facts,
+                       PassCounters* counters);
+
 // EliminateCommonReads: a pure node whose outputs cannot be written (immutable values, reads of
-// module attributes) is merged into an earlier equal one that dominates it.
+// module attributes), or a read at a constant index of a list nothing writes, is merged into an
+// earlier equal one that dominates it.
 bool EliminateCommonReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
 // PoolConstants: one node per distinct immutable constant, moved to the start of the graph.

@@ -39,6 +39,8 @@ bool ScalarType(const c10::TypePtr& t) {
 
 const c10::Symbol kGetItem = c10::Symbol::fromQualString("aten::__getitem__");
 const c10::Symbol kLen = c10::Symbol::fromQualString("aten::len");
+const c10::Symbol kMin = c10::Symbol::fromQualString("prim::min");
+const c10::Symbol kMax = c10::Symbol::fromQualString("prim::max");
 
 void Take(Block* b, Inventory* inv) {
   for (Node* n : b->nodes()) {
@@ -55,6 +57,8 @@ void Take(Block* b, Inventory* inv) {
           }
         }
         inv->list_folds = constants;
+      } else if ((k == kMin || k == kMax) && n->inputs().size() == 1) {
+        inv->list_folds = n->input(0)->node()->kind() == c10::prim::Constant;
       } else if ((k == kGetItem || k == kLen || k == c10::aten::slice || k == c10::aten::add ||
                   k == c10::prim::ListUnpack) &&
                  !n->inputs().empty()) {
@@ -64,7 +68,7 @@ void Take(Block* b, Inventory* inv) {
       }
     }
     if (n->kind() != c10::prim::Constant) {
-      if (n->kind() == c10::prim::GetAttr ||
+      if (n->kind() == c10::prim::GetAttr || n->kind() == kGetItem ||
           (n->outputs().size() == 1 && ScalarType(n->output()->type()))) {
         inv->scalar_ops = true;
       }
@@ -120,13 +124,20 @@ const std::vector<Pass>& Passes() {
        [](G g, O, const Inventory*, PassCounters* c) { return RemoveListMutations(g, c); }},
       {"fold_list_reads", true,
        [](I i, O) {
-         return i.Has(c10::prim::ListConstruct) || i.Has("aten::__getitem__") || i.Has("aten::len");
+         return i.Has(c10::prim::ListConstruct) || i.Has("aten::__getitem__") || i.Has("aten::len") ||
+                i.Has("prim::min") || i.Has("prim::max");
        },
        [](G g, O, const Inventory*, PassCounters* c) { return FoldListReads(g, c); }},
       {"fold_scalar_tensors", false, [](I i, O) { return i.Has("aten::Int") || i.Has("aten::IntImplicit"); },
        [](G g, O, const Inventory*, PassCounters* c) { return FoldScalarTensors(g, c); }},
       {"unroll_loops", false, [](I i, O) { return i.Has(c10::prim::Loop); },
        [](G g, O, const Inventory*, PassCounters* c) { return UnrollKnownLoops(g, c); }},
+      {"out_of_place_updates", false,
+       [](I i, O o) {
+         return o.facts != nullptr && (i.Has(c10::aten::add_) || i.Has(c10::aten::sub_) ||
+                                       i.Has(c10::aten::mul_) || i.Has(c10::aten::div_));
+       },
+       [](G g, O o, const Inventory*, PassCounters* c) { return OutOfPlaceUpdates(g, o.facts, c); }},
       {"lower_tuples", false,
        [](I i, O) {
          return i.Has(c10::prim::TupleConstruct) || i.Has(c10::prim::TupleUnpack) ||

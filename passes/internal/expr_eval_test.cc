@@ -141,6 +141,72 @@ graph(%x : Tensor, %z : Tensor, %u : Tensor):
   EXPECT_FALSE(eval("single_use(%z)"));
 }
 
+// The functions a rule over a sum of terms uses: addends() walks the single-use tensor adds of
+// the sum's block to its terms, in order; an add whose result is read twice is a term itself.
+// inputs_of() and producers_are() read the terms' nodes, all_tensors() and dtypes() their
+// inputs, may_rewrite() asks the legality check the driver hands the context.
+TEST(ExprEvalSumTest, AddendsAndTheirProducers) {
+  test_util::ParsedGraph g = ParseGraph(R"IR(
+graph(%x0 : Float(2, 3), %x1 : Float(2, 3), %x2 : Float(2, 3), %w : Float(4, 3), %b : Float(4)):
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %none : NoneType = prim::Constant()
+  %l0 : Tensor = aten::linear(%x0, %w, %b)
+  %l1 : Tensor = aten::linear(%x1, %w, %b)
+  %l2 : Tensor = aten::linear(%x2, %w, %none)
+  %s1 : Tensor = aten::add(%l0, %l1, %one)
+  %s2 : Tensor = aten::add(%s1, %l2, %one)
+  %t : Tensor = aten::relu(%s1)
+  %u : Tensor = aten::add(%l0, %l1, %two)
+  return (%s2, %t, %u)
+)IR");
+  Bindings b;
+  b.values["s2"] = g.value("s2");
+  b.values["s1"] = g.value("s1");
+  b.values["u"] = g.value("u");
+  EvalContext ctx;
+  ctx.graph = g.graph.get();
+  ctx.bindings = &b;
+  auto eval = [&](const std::string& text) {
+    absl::StatusOr<ExprPtr> e = ParseExpression(text, "expr.rules", 1);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return Eval(**e, ctx);
+  };
+  // %s1 is also read by the relu: a term of %s2, not expanded.
+  auto terms = eval("addends(%s2)");
+  ASSERT_TRUE(terms.ok()) << terms.status();
+  ASSERT_EQ(terms->kind, Datum::Kind::kValueSeq);
+  EXPECT_EQ(terms->values, (std::vector<Value*>{g.value("s1"), g.value("l2")}));
+  auto inner = eval("addends(%s1)");
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  EXPECT_EQ(inner->values, (std::vector<Value*>{g.value("l0"), g.value("l1")}));
+  EXPECT_FALSE(eval("addends(%u)").ok()) << "alpha 2 is not a sum";
+  EXPECT_TRUE(eval("producers_are(addends(%s1), \"aten::linear\")")->b);
+  EXPECT_FALSE(eval("producers_are(addends(%s2), \"aten::linear\")")->b);
+  auto xs = eval("inputs_of(addends(%s1), 0)");
+  ASSERT_TRUE(xs.ok()) << xs.status();
+  EXPECT_EQ(xs->values, (std::vector<Value*>{g.value("x0"), g.value("x1")}));
+  EXPECT_FALSE(eval("inputs_of(addends(%s1), 3)").ok());
+  EXPECT_TRUE(eval("all_tensors(inputs_of(addends(%s1), 2))")->b);
+  b.seqs["ls"] = {g.value("l0"), g.value("l2")};
+  EXPECT_FALSE(eval("all_tensors(inputs_of(%ls..., 2))")->b);
+  auto dtypes = eval("dtypes(inputs_of(addends(%s1), 1))");
+  ASSERT_TRUE(dtypes.ok()) << dtypes.status();
+  EXPECT_TRUE(dtypes->Equal(Datum::List({Datum::Str("Float"), Datum::Str("Float")})));
+  EXPECT_TRUE(eval("may_rewrite(addends(%s1))")->b) << "no legality check given";
+  std::vector<Node*> asked;
+  ctx.legal = [&](const std::vector<Node*>& nodes) {
+    asked = nodes;
+    return false;
+  };
+  EXPECT_FALSE(eval("may_rewrite(addends(%s1))")->b);
+  EXPECT_EQ(asked, (std::vector<Node*>{g.node("l0"), g.node("l1")}));
+  EXPECT_FALSE(eval("may_rewrite(inputs_of(addends(%s1), 0))")->b) << "graph inputs have no node to rewrite";
+  b.values["two"] = g.value("two");
+  EXPECT_EQ(eval("number(%two)")->i, 2);
+  EXPECT_FALSE(eval("number(%s1)").ok()) << "not a constant";
+}
+
 TEST_F(ExprEvalTest, ErrorsNameTheExpression) {
   auto zero = EvalText("1 / 0");
   ASSERT_FALSE(zero.ok());
