@@ -1274,6 +1274,38 @@ def _kb(path: str) -> str:
     return "%.1f" % (os.path.getsize(path) / 1024.0)
 
 
+def write_archives(name: str, module: nn.Module, args, model_dir: str, traceable: bool,
+                   files: List[str], trace_strict: bool = True) -> None:
+    """Writes model_dir/scripted.pt and, where tracing keeps the semantics, traced.pt (else removes
+    a stale one), each checked against the eager module on `args` (copies: a module may write to
+    its inputs) and saved with the freshly built parameters and buffers. Appends to `files`."""
+    state = copy.deepcopy(module.state_dict())
+    with torch.no_grad():
+        expected = copy.deepcopy(module)(*copy.deepcopy(args))
+    scripted = torch.jit.script(copy.deepcopy(module))
+    with torch.no_grad():
+        got = scripted(*copy.deepcopy(args))
+    if not _same(expected, got):
+        raise RuntimeError("%s: scripted output differs from eager" % name)
+    _restore(scripted, state)
+    path = os.path.join(model_dir, "scripted.pt")
+    torch.jit.save(scripted, path)
+    files.append("scripted.pt %s KB" % _kb(path))
+    traced_path = os.path.join(model_dir, "traced.pt")
+    if traceable:
+        traced = torch.jit.trace(copy.deepcopy(module), copy.deepcopy(tuple(args)),
+                                 strict=trace_strict)
+        with torch.no_grad():
+            got = traced(*copy.deepcopy(args))
+        if not _same(expected, got):
+            raise RuntimeError("%s: traced output differs from eager" % name)
+        _restore(traced, state)
+        torch.jit.save(traced, traced_path)
+        files.append("traced.pt %s KB" % _kb(traced_path))
+    elif os.path.exists(traced_path):
+        os.remove(traced_path)
+
+
 def make_one(name: str, out_dir: str, batch: int, inputs_only: bool) -> None:
     module, args, traceable = REGISTRY[name](batch)
     model_dir = os.path.join(out_dir, name)
@@ -1282,30 +1314,7 @@ def make_one(name: str, out_dir: str, batch: int, inputs_only: bool) -> None:
     torch.save(tuple(args), inputs_path)
     files = ["inputs.pt %s KB" % _kb(inputs_path)]
     if not inputs_only:
-        state = copy.deepcopy(module.state_dict())
-        with torch.no_grad():
-            expected = copy.deepcopy(module)(*args)
-        scripted = torch.jit.script(copy.deepcopy(module))
-        with torch.no_grad():
-            got = scripted(*args)
-        if not _same(expected, got):
-            raise RuntimeError("%s: scripted output differs from eager" % name)
-        _restore(scripted, state)
-        path = os.path.join(model_dir, "scripted.pt")
-        torch.jit.save(scripted, path)
-        files.append("scripted.pt %s KB" % _kb(path))
-        traced_path = os.path.join(model_dir, "traced.pt")
-        if traceable:
-            traced = torch.jit.trace(copy.deepcopy(module), tuple(args))
-            with torch.no_grad():
-                got = traced(*args)
-            if not _same(expected, got):
-                raise RuntimeError("%s: traced output differs from eager" % name)
-            _restore(traced, state)
-            torch.jit.save(traced, traced_path)
-            files.append("traced.pt %s KB" % _kb(traced_path))
-        elif os.path.exists(traced_path):
-            os.remove(traced_path)
+        write_archives(name, module, args, model_dir, traceable, files)
     print("%-18s %s" % (name, ", ".join(files)))
 
 

@@ -29,7 +29,6 @@ and 2.x.
 """
 
 import argparse
-import copy
 import os
 import sys
 from typing import Callable, Dict, List, NamedTuple, Tuple
@@ -42,7 +41,7 @@ Tensor = torch.Tensor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
-from make_corpus import _kb, _restore, _same  # noqa: E402  (the corpus' comparison helpers)
+from make_corpus import _kb, write_archives  # noqa: E402  (the corpus' archive writer)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1089,30 +1088,7 @@ def make_one(name: str, out_dir: str, batch: int) -> None:
     inputs_path = os.path.join(model_dir, "inputs.pt")
     torch.save(tuple(args), inputs_path)
     files = ["inputs.pt %s KB" % _kb(inputs_path)]
-    state = copy.deepcopy(module.state_dict())
-    with torch.no_grad():
-        expected = copy.deepcopy(module)(*copy.deepcopy(args))
-    scripted = torch.jit.script(copy.deepcopy(module))
-    with torch.no_grad():
-        got = scripted(*copy.deepcopy(args))
-    if not _same(expected, got):
-        raise RuntimeError("%s: scripted output differs from eager" % name)
-    _restore(scripted, state)
-    path = os.path.join(model_dir, "scripted.pt")
-    torch.jit.save(scripted, path)
-    files.append("scripted.pt %s KB" % _kb(path))
-    traced_path = os.path.join(model_dir, "traced.pt")
-    if case.traceable:
-        traced = torch.jit.trace(copy.deepcopy(module), copy.deepcopy(tuple(args)), strict=False)
-        with torch.no_grad():
-            got = traced(*copy.deepcopy(args))
-        if not _same(expected, got):
-            raise RuntimeError("%s: traced output differs from eager" % name)
-        _restore(traced, state)
-        torch.jit.save(traced, traced_path)
-        files.append("traced.pt %s KB" % _kb(traced_path))
-    elif os.path.exists(traced_path):
-        os.remove(traced_path)
+    write_archives(name, module, args, model_dir, case.traceable, files, trace_strict=False)
     print("%-40s %s" % (name, ", ".join(files)))
 
 
