@@ -61,19 +61,6 @@ bool AssignsAttributes(Block* b) {
 
 const c10::Symbol kGetItem = c10::Symbol::fromQualString("aten::__getitem__");
 
-// No use of `list` can change what it holds: each has a schema that does not write that
-// argument (its elements may be written; they stay the same objects). Uses without a schema (a
-// container, a block, the graph's outputs) may lead to a write.
-bool ListNeverWritten(torch::jit::Value* list) {
-  for (const torch::jit::Use& u : list->uses()) {
-    const c10::FunctionSchema* schema = u.user->maybeSchema();
-    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
-    const auto& alias = schema->arguments()[u.offset].alias_info();
-    if (alias && alias->isWrite()) return false;
-  }
-  return true;
-}
-
 // list[k], k constant, of a list that nothing writes: every such read gives the same element.
 bool ReadOfUnwrittenList(Node* n) {
   return n->kind() == kGetItem && n->inputs().size() == 2 && n->outputs().size() == 1 &&

@@ -84,16 +84,6 @@ const c10::Symbol kLen = c10::Symbol::fromQualString("aten::len");
 const c10::Symbol kMin = c10::Symbol::fromQualString("prim::min");
 const c10::Symbol kMax = c10::Symbol::fromQualString("prim::max");
 
-bool NoWriters(Value* list) {
-  for (const torch::jit::Use& u : list->uses()) {
-    const c10::FunctionSchema* schema = u.user->maybeSchema();
-    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
-    const auto& alias = schema->arguments()[u.offset].alias_info();
-    if (alias && alias->isWrite()) return false;
-  }
-  return true;
-}
-
 // A ListConstruct of int, float, bool or str constants that is only read becomes that constant
 // list (the form folded attributes and traced graphs have, and what rules' `$c` captures see).
 bool FoldConstantListLiteral(Node* n) {
@@ -152,7 +142,7 @@ bool FoldConstantListRead(Node* n) {
   Value* list_value = n->input(0);
   if (list_value->node()->kind() != c10::prim::Constant) return false;
   c10::optional<c10::IValue> list = torch::jit::toIValue(list_value);
-  if (!list || !list->isList() || !NoWriters(list_value)) return false;
+  if (!list || !list->isList() || !ListNeverWritten(list_value)) return false;
   c10::IValue folded;
   if (len) {
     folded = static_cast<int64_t>(list->toListRef().size());
@@ -271,6 +261,16 @@ int64_t ConstructAfterElementWrites(Block* b, torch::jit::AliasDb& db) {
 }
 
 }  // namespace
+
+bool ListNeverWritten(const torch::jit::Value* list) {
+  for (const torch::jit::Use& u : list->uses()) {
+    const c10::FunctionSchema* schema = u.user->maybeSchema();
+    if (schema == nullptr || u.offset >= schema->arguments().size()) return false;
+    const auto& alias = schema->arguments()[u.offset].alias_info();
+    if (alias && alias->isWrite()) return false;
+  }
+  return true;
+}
 
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters) {
   int64_t literals = 0, reads = 0, reordered = 0;

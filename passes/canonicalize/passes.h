@@ -58,6 +58,12 @@ bool FoldModuleAttributes(const std::shared_ptr<torch::jit::Graph>& graph, const
 // (LowerSimpleTuples, torch::jit::load compiling a saved archive) keeps them.
 bool FoldListReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
+// ListNeverWritten: no use of `list` can change what it holds: each has a schema that does not
+// write that argument (its elements may be written; they stay the same objects). Uses without a
+// schema (a container, a block, the graph's outputs) may lead to a write. Shared by
+// FoldListReads and EliminateCommonReads.
+bool ListNeverWritten(const torch::jit::Value* list);
+
 // FoldScalarTensors: aten::Int of integer arithmetic that tracing recorded on 0-dim tensors
 // (prim::NumToTensor(size) * 4) becomes the same arithmetic on ints.
 bool FoldScalarTensors(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
