@@ -308,6 +308,19 @@ class Gen {
     };
     std::vector<int> all(pieces.size());
     std::iota(all.begin(), all.end(), 0);
+    // Every piece (all of one shape), in order, joined on dim e, sometimes with another tensor
+    // before or after them (split_pieces_across_dim_in_cat).
+    auto cat_all_equal = [&](int64_t e) {
+      Shape s = shapes[0];
+      s[e] *= shapes.size();
+      std::vector<std::string> ns = names(all);
+      if (Q(0.5)) {
+        int other = NewInput(shapes[0]);
+        if (Q(0.5)) ns.insert(ns.begin(), Use(other)); else ns.push_back(Use(other));
+        s[e] += shapes[0][e];
+      }
+      Add(Cat(ns, e, prank, "cat"), s, false);
+    };
     int consumer = R(0, 7);
     if (kind == 5 && P(0.7)) consumer = 8;
     switch (consumer) {
@@ -320,16 +333,7 @@ class Gen {
             s.insert(s.begin() + e, n);
             Add(Cat(names(all), e, prank + 1, "stack"), s, false);
           } else if (prank > 0) {
-            int64_t e = R(0, prank - 1);
-            Shape s = shapes[0];
-            s[e] *= n;
-            std::vector<std::string> ns = names(all);
-            if (Q(0.5)) {  // another tensor joined before or after the pieces
-              int other = NewInput(shapes[0]);
-              if (Q(0.5)) ns.insert(ns.begin(), Use(other)); else ns.push_back(Use(other));
-              s[e] += shapes[0][e];
-            }
-            Add(Cat(ns, e, prank, "cat"), s, false);
+            cat_all_equal(R(0, prank - 1));
           }
         } else {
           Add(Cat(names(all), d, rank, "cat"), xs, false);
@@ -346,16 +350,7 @@ class Gen {
       }
       case 3: {  // equal pieces: cat on another dim
         if (!equal || prank == 0) break;
-        int64_t e = R(0, prank - 1);
-        Shape s = shapes[0];
-        s[e] *= shapes.size();
-        std::vector<std::string> ns = names(all);
-        if (Q(0.5)) {  // another tensor joined before or after the pieces
-          int other = NewInput(shapes[0]);
-          if (Q(0.5)) ns.insert(ns.begin(), Use(other)); else ns.push_back(Use(other));
-          s[e] += shapes[0][e];
-        }
-        Add(Cat(ns, e, prank, "cat"), s, false);
+        cat_all_equal(R(0, prank - 1));
         break;
       }
       case 4: {  // pieces out of order (negative for the vertical rules)
