@@ -1354,11 +1354,16 @@ def main(argv: List[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    # TorchScript writes a module's __constants__ in set order, which depends on Python's string
-    # hash seed: fix the seed (by re-running this script once) so that archives are byte-identical
-    # from run to run, not only equal in weights.
+def run_with_pinned_hash_seed(main_fn, script: str) -> None:
+    """Runs main_fn(argv) and exits with its code. TorchScript writes a module's __constants__ in
+    set order, which depends on Python's string hash seed: the seed is fixed (by re-running
+    `script` once) so that archives are byte-identical from run to run, not only equal in
+    weights."""
     if os.environ.get("PYTHONHASHSEED") != "0":
         env = dict(os.environ, PYTHONHASHSEED="0")
-        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
-    sys.exit(main(sys.argv[1:]))
+        os.execve(sys.executable, [sys.executable, os.path.abspath(script)] + sys.argv[1:], env)
+    sys.exit(main_fn(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    run_with_pinned_hash_seed(main, __file__)

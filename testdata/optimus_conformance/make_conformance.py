@@ -41,7 +41,7 @@ Tensor = torch.Tensor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
-from make_corpus import _kb, write_archives  # noqa: E402  (the corpus' archive writer)
+from make_corpus import _kb, run_with_pinned_hash_seed, write_archives  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -1121,8 +1121,4 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    # Pinned string hashing: byte-identical archives from run to run (see make_corpus.py).
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        env = dict(os.environ, PYTHONHASHSEED="0")
-        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
-    sys.exit(main(sys.argv[1:]))
+    run_with_pinned_hash_seed(main, __file__)
