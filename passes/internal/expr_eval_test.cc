@@ -12,6 +12,13 @@ namespace sentier {
 namespace internal {
 namespace {
 
+// EvalIn: a `where`-line expression, as if on line `line` of expr.rules, evaluated in `ctx`.
+absl::StatusOr<Datum> EvalIn(const std::string& text, EvalContext& ctx, int line = 1) {
+  absl::StatusOr<ExprPtr> e = ParseExpression(text, "expr.rules", line);
+  if (!e.ok()) return e.status();
+  return Eval(**e, ctx);
+}
+
 using test_util::ParseGraph;
 
 class ExprEvalTest : public ::testing::Test {
@@ -29,11 +36,7 @@ graph(%x : Tensor, %z : Tensor):
     ctx_.bindings = &bindings_;
   }
 
-  absl::StatusOr<Datum> EvalText(const std::string& text) {
-    absl::StatusOr<ExprPtr> e = ParseExpression(text, "expr.rules", 7);
-    if (!e.ok()) return e.status();
-    return Eval(**e, ctx_);
-  }
+  absl::StatusOr<Datum> EvalText(const std::string& text) { return EvalIn(text, ctx_, 7); }
 
   test_util::ParsedGraph graph_;
   Bindings bindings_;
@@ -127,9 +130,7 @@ graph(%x : Tensor, %z : Tensor, %u : Tensor):
   ctx.graph = g.graph.get();
   ctx.bindings = &b;
   auto eval = [&](const std::string& text) {
-    absl::StatusOr<ExprPtr> e = ParseExpression(text, "expr.rules", 1);
-    EXPECT_TRUE(e.ok()) << e.status();
-    absl::StatusOr<Datum> d = Eval(**e, ctx);
+    absl::StatusOr<Datum> d = EvalIn(text, ctx);
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() && d->kind == Datum::Kind::kBool && d->b;
   };
@@ -167,11 +168,7 @@ graph(%x0 : Float(2, 3), %x1 : Float(2, 3), %x2 : Float(2, 3), %w : Float(4, 3),
   EvalContext ctx;
   ctx.graph = g.graph.get();
   ctx.bindings = &b;
-  auto eval = [&](const std::string& text) {
-    absl::StatusOr<ExprPtr> e = ParseExpression(text, "expr.rules", 1);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return Eval(**e, ctx);
-  };
+  auto eval = [&](const std::string& text) { return EvalIn(text, ctx); };
   // %s1 is also read by the relu: a term of %s2, not expanded.
   auto terms = eval("addends(%s2)");
   ASSERT_TRUE(terms.ok()) << terms.status();
