@@ -160,6 +160,9 @@ for i in $(seq 1 150); do
   [[ -n "$ign" ]] && (( (16#$ign >> 24) & 1 )) && break
   sleep 0.2
 done
+# ... and once it has its rule set (the snapshot of the rule files it writes under OUT is larger
+# than the limit; the limit is for the jobs' writes).
+for i in $(seq 1 150); do grep -q "rules: loaded" "$T/log5" && break; sleep 0.2; done
 if [[ $how == tmpfs ]]; then
   dd if=/dev/zero of="$M/filler" bs=4k status=none 2>/dev/null  # until the disk is full
   truncate -s -64K "$M/filler"                                     # 64 KiB left: less than model.pt

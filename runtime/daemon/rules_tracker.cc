@@ -64,9 +64,14 @@ bool RulesTracker::MaybeReload() {
     }
     char prefix[16];
     std::snprintf(prefix, sizeof(prefix), "%04d-", i++);
-    WriteFileSynced(absl::StrCat(tmp, "/", prefix, std::filesystem::path(f).filename().string()),
-                    *text)
-        .IgnoreError();
+    absl::Status written = WriteFileSynced(
+        absl::StrCat(tmp, "/", prefix, std::filesystem::path(f).filename().string()), *text);
+    if (!written.ok()) {  // disk full, a file-size limit: not a change of the rules
+      LOG(ERROR) << "rules: cannot write the snapshot: " << written.message()
+                 << (fp_.empty() ? "" : absl::StrCat("; keeping the previous rule set ", fp_));
+      RemoveTree(tmp).IgnoreError();
+      return !fp_.empty();
+    }
   }
   auto snap = LoadRulesFingerprint({tmp});
   if (!snap.ok()) {
