@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""CUDA kernels and step times of the Optimus conformance set: TorchScript as saved, Sentier's
+artifact, and the same module under torch.compile with Optimus's fusions, side by side.
+
+For every module of DIR (written by make_conformance.py at the wanted batch) and every archive
+kind there (scripted, traced), with Sentier's artifact next to it as <kind>.opt.pt (written by
+sentier_opt beforehand; tools/gpu/conformance_on_gpu.sh does both), one worker process per
+module measures on CUDA, TF32 off:
+
+  ts_original   torch.jit.load(<kind>.pt): the executor at its defaults, as users run archives
+  ts_sentier    torch.jit.load(<kind>.opt.pt), the same way
+  compile_optimus  the module as make_conformance.py writes it, with the scripted archive's
+                parameters, under torch.compile with Optimus's pre- and post-grad fusions
+                (bench/compare_torch_compile.py's set); once per module, not per kind
+
+and per mode: CUDA kernels per training step (forward, loss = sum of the means of the float
+outputs, backward to the parameters and the float inputs; memcpy/memset not counted) and per
+no-grad forward, and the median milliseconds of 20 training steps after 5 warm-up steps.
+Kernels are exact; with --workers > 1 the workers share the GPU and the host, so the times are
+indicative (sentierd's reports carry the alternated timings its gate judged by).
+
+  python3 testdata/optimus_conformance/gpu_table.py --dir DIR [--modules a,b] [--workers 6]
+          [--json OUT.json] [--markdown OUT.md] [--timeout 240]
+  python3 testdata/optimus_conformance/gpu_table.py --sentierd_reports OUTPUT_DIR [--markdown F]
+
+--sentierd_reports summarizes what sentierd published for a registry of the set (one version per
+module): status and decision, memory clause, the gate's alternated training-step timing and CUDA
+kernels of the validated artifact, job time and the rules applied.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+DEVICE = "cuda"  # --device cpu: a smoke test of the script without kernel counts
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+
+
+def _load_inputs(torch, path, dev):
+    from compare_torch_compile import to_device
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - older formats
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    return to_device(obj if isinstance(obj, tuple) else (obj,), dev)
+
+
+def _steps(torch, model, inputs, params):
+    from compare_torch_compile import float_tensors
+    leaves = [t for t in float_tensors(inputs)] + list(params)
+
+    def train():
+        for t in leaves:
+            t.grad = None
+        outs = float_tensors(model(*inputs))
+        loss = outs[0].mean()
+        for o in outs[1:]:
+            loss = loss + o.mean()
+        loss.backward()
+
+    def forward():
+        with torch.no_grad():
+            model(*inputs)
+
+    return train, forward
+
+
+def _measure(torch, train, forward):
+    from compare_torch_compile import count_kernels
+    cuda = DEVICE == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    t0 = time.perf_counter()
+    train()
+    sync()
+    first_s = time.perf_counter() - t0
+    for _ in range(5):
+        train()
+    sync()
+    times = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        train()
+        sync()
+        times.append(1e3 * (time.perf_counter() - t0))
+    forward()
+    forward()
+    if not cuda:
+        return {"train_ms": statistics.median(times), "first_step_s": first_s}
+    return {"kernels_train": count_kernels(train, torch), "kernels_forward": count_kernels(forward, torch),
+            "train_ms": statistics.median(times), "first_step_s": first_s}
+
+
+def worker(model_dir, name):
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, HERE)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device(DEVICE)
+    rows = []
+    for kind in ("scripted", "traced"):
+        path = os.path.join(model_dir, kind + ".pt")
+        if not os.path.exists(path):
+            continue
+        for mode, archive in (("ts_original", path), ("ts_sentier", path[:-3] + ".opt.pt")):
+            row = {"module": name, "kind": kind, "mode": mode}
+            try:
+                if not os.path.exists(archive):
+                    raise RuntimeError("no artifact (sentier_opt failed or left the model unchanged)")
+                model = torch.jit.load(archive, map_location=dev)
+                inputs = _load_inputs(torch, os.path.join(model_dir, "inputs.pt"), dev)
+                for t in inputs_float(inputs):
+                    t.requires_grad_(True)
+                params = [p for p in model.parameters() if p.is_floating_point()]
+                for p in params:
+                    p.requires_grad_(True)
+                row.update(_measure(torch, *_steps(torch, model, inputs, params)))
+            except Exception as e:  # noqa: BLE001 - a failed row says why
+                row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e).strip() else "")
+            rows.append(row)
+    row = {"module": name, "kind": "module", "mode": "compile_optimus"}
+    try:
+        import make_conformance
+        from compare_torch_compile import enable_optimus
+        import torch._dynamo
+        import torch._inductor.config as cfg
+        if hasattr(cfg, "fx_graph_cache"):
+            cfg.fx_graph_cache = False
+        case = make_conformance.CASES[name]
+        module = case.make_module()
+        if case.eval_mode:
+            module.eval()
+        ts = torch.jit.load(os.path.join(model_dir, "scripted.pt"), map_location="cpu")
+        module.load_state_dict({k: v.detach().clone() for k, v in ts.state_dict().items()}, strict=True)
+        module = module.to(dev)
+        row["optimus"] = enable_optimus()["pre_grad"]
+        torch._dynamo.reset()
+        from torch._dynamo.utils import counters
+        counters.clear()
+        compiled = torch.compile(module)
+        inputs = _load_inputs(torch, os.path.join(model_dir, "inputs.pt"), dev)
+        for t in inputs_float(inputs):
+            t.requires_grad_(True)
+        params = [p for p in module.parameters() if p.is_floating_point()]
+        row.update(_measure(torch, *_steps(torch, compiled, inputs, params)))
+        row["inductor_counters"] = {k: v for k, v in counters["inductor"].items()
+                                    if any(s in k for s in ("batch", "split", "cat", "stack", "unbind",
+                                                            "normaliz", "fusion", "getitem", "squeeze",
+                                                            "reshape", "select"))}
+        del row["optimus"]
+    except Exception as e:  # noqa: BLE001
+        row.pop("optimus", None)
+        row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e).strip() else "")
+    rows.append(row)
+    return rows
+
+
+def inputs_float(inputs):
+    from compare_torch_compile import float_tensors
+    return float_tensors(inputs)
+
+
+def run_worker(args, name):
+    cmd = [sys.executable, os.path.abspath(__file__), "--dir", args.dir, "--worker", name,
+           "--device", args.device]
+    try:
+        run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return [{"module": name, "kind": "-", "mode": "-", "error": "timed out after %d s" % args.timeout}]
+    rows = [json.loads(l[7:]) for l in run.stdout.splitlines() if l.startswith("RESULT ")]
+    if not rows:
+        tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+        rows = [{"module": name, "kind": "-", "mode": "-", "error": "worker exit %d: %s" % (run.returncode, tail[:200])}]
+    return rows
+
+
+def cell(rows, module, kind, mode, key, spec="%d"):
+    for r in rows:
+        if r["module"] == module and r["kind"] == kind and r["mode"] == mode:
+            if "error" in r:
+                return "n/a"
+            return spec % r[key] if key in r else ""
+    return ""
+
+
+def markdown(rows, names):
+    out = ["| module | archive | CUDA kernels per training step: TorchScript -> Sentier | "
+           "per forward | torch.compile + Optimus (per step / forward) | step ms: TorchScript / "
+           "Sentier / compile+Optimus | Optimus counters |",
+           "|---|---|---|---|---|---|---|"]
+    for name in names:
+        comp = [r for r in rows if r["module"] == name and r["mode"] == "compile_optimus"]
+        counters = ""
+        if comp and "inductor_counters" in comp[0]:
+            counters = ", ".join("%s %s" % (k, v) for k, v in sorted(comp[0]["inductor_counters"].items()))
+        elif comp and "error" in comp[0]:
+            counters = "compile failed: " + comp[0]["error"][:80]
+        for kind in ("scripted", "traced"):
+            if not any(r["module"] == name and r["kind"] == kind for r in rows):
+                continue
+            out.append("| %s | %s | %s -> %s | %s -> %s | %s / %s | %s / %s / %s | %s |" % (
+                name, kind,
+                cell(rows, name, kind, "ts_original", "kernels_train"),
+                cell(rows, name, kind, "ts_sentier", "kernels_train"),
+                cell(rows, name, kind, "ts_original", "kernels_forward"),
+                cell(rows, name, kind, "ts_sentier", "kernels_forward"),
+                cell(rows, name, "module", "compile_optimus", "kernels_train"),
+                cell(rows, name, "module", "compile_optimus", "kernels_forward"),
+                cell(rows, name, kind, "ts_original", "train_ms", "%.3f"),
+                cell(rows, name, kind, "ts_sentier", "train_ms", "%.3f"),
+                cell(rows, name, "module", "compile_optimus", "train_ms", "%.3f"),
+                counters if kind == "scripted" else ""))
+    return "\n".join(out) + "\n"
+
+
+def sentierd_markdown(out_dir, names):
+    """One row per model of sentierd's reports under OUT_DIR/<model>/1/report.json."""
+    lines = ["| module | status (decision) | memory clause | training step ms (gate's alternated "
+             "timing) | CUDA kernels per step | job s | rules |", "|---|---|---|---|---|---|---|"]
+    counts = {}
+    for name in names:
+        path = os.path.join(out_dir, name, "1", "report.json")
+        if not os.path.exists(path):
+            counts["no report (not reached)"] = counts.get("no report (not reached)", 0) + 1
+            lines.append("| %s | no report (not reached) | | | | | |" % name)
+            continue
+        with open(path) as f:
+            r = json.load(f)
+        status = r.get("status", "?")
+        counts[status] = counts.get(status, 0) + 1
+        val = r.get("validation", {})
+        ms = val.get("training_step_ms") or val.get("forward_ms") or {}
+        kern = val.get("cuda_kernels_per_training_step", {})
+        timing = ""
+        if ms.get("reference") and ms.get("candidate"):
+            timing = "%.3f -> %.3f (%.2fx)" % (ms["reference"], ms["candidate"],
+                                                ms["reference"] / ms["candidate"])
+        elif r.get("selection", {}).get("all_rules_ms"):
+            timing = "gate: all rules %s" % r["selection"]["all_rules_ms"]
+        kernels = "%s -> %s" % (kern["reference"], kern["candidate"]) if kern else ""
+        rules = ", ".join("%s x%d" % (k, v) for k, v in sorted(r.get("rule_counts", {}).items()) if v)
+        lines.append("| %s | %s (%s) | %s | %s | %s | %.1f | %s |" % (
+            name, status, r.get("decision", ""), r.get("memory_policy", {}).get("clause", ""),
+            timing, kernels, r.get("timings_ms", {}).get("job_total", 0) / 1e3, rules))
+    summary = "; ".join("%s %d" % kv for kv in sorted(counts.items()))
+    return "\n".join(lines) + "\n\n" + summary + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default="")
+    ap.add_argument("--modules", default="")
+    ap.add_argument("--workers", type=int, default=6)
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per module")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--sentierd_reports", default="",
+                    help="summarize sentierd's reports under this output dir instead")
+    ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    if args.worker:
+        for row in worker(os.path.join(args.dir, args.worker), args.worker):
+            print("RESULT " + json.dumps(row), flush=True)
+        return 0
+    if args.sentierd_reports:
+        names = [n for n in args.modules.split(",") if n] or sorted(
+            d for d in os.listdir(args.sentierd_reports) if not d.startswith(".") and
+            os.path.isdir(os.path.join(args.sentierd_reports, d)))
+        md = sentierd_markdown(args.sentierd_reports, names)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(md)
+        print(md)
+        return 0
+    names = [n for n in args.modules.split(",") if n] or sorted(
+        d for d in os.listdir(args.dir) if os.path.isdir(os.path.join(args.dir, d)))
+    rows = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
+        for got in pool.map(lambda n: run_worker(args, n), names):
+            rows.extend(got)
+            print("%s: %d rows%s" % (got[0]["module"], len(got),
+                                      "".join("; %s %s: %s" % (r["kind"], r["mode"], r["error"])
+                                              for r in got if "error" in r)), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    md = markdown(rows, names)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
