@@ -450,10 +450,17 @@ class Gen {
     }
     const bool glue = P(0.8);
     if (glue && d == 0 && rank >= 2 && in_order && n >= 2 && Q(0.4)) {
-      // The leading rows, one by one, concatenated back (DLRM's lS_i[k] joined into one list).
+      // The leading rows, one by one, concatenated back (DLRM's lS_i[k] joined into one list);
+      // 1-D rows sometimes joined with hstack, as the stored-table lookups join indices.
       Shape o = s;
       o[0] *= n;
-      Add(Cat(sel, 0, rank - 1, "cat"), o, false);
+      if (rank == 2 && P(0.5)) {
+        std::string y = Fresh();
+        Emit(y + " : Tensor", absl::StrCat("aten::hstack(", TensorList(sel), ")"));
+        Add(y, o, false);
+      } else {
+        Add(Cat(sel, 0, rank - 1, "cat"), o, false);
+      }
     } else if (glue) {
       int64_t e = P(0.8) ? d : R(0, rank - 1);
       Shape o = s;

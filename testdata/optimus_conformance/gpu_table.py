@@ -285,20 +285,27 @@ def main():
     names = [n for n in args.modules.split(",") if n] or sorted(
         d for d in os.listdir(args.dir) if os.path.isdir(os.path.join(args.dir, d)))
     rows = []
+
+    def write(final):  # after every module: a run stopped early keeps what it measured
+        done = [n for n in names if any(r["module"] == n for r in rows)]
+        md = markdown(rows, done)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(md)
+        if final:
+            print(md)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.workers) as pool:
         for got in pool.map(lambda n: run_worker(args, n), names):
             rows.extend(got)
             print("%s: %d rows%s" % (got[0]["module"], len(got),
                                       "".join("; %s %s: %s" % (r["kind"], r["mode"], r["error"])
                                               for r in got if "error" in r)), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    md = markdown(rows, names)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(md)
-    print(md)
+            write(False)
+    write(True)
     return 0
 
 
