@@ -58,7 +58,9 @@ def _steps(torch, model, inputs, params):
     def train():
         for t in leaves:
             t.grad = None
-        outs = float_tensors(model(*inputs))
+        outs = [o for o in float_tensors(model(*inputs)) if o.requires_grad]
+        if not outs:  # nothing to differentiate (detached outputs): the step is the forward
+            return
         loss = outs[0].mean()
         for o in outs[1:]:
             loss = loss + o.mean()
