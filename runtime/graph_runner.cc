@@ -12,7 +12,9 @@
 #include <cstring>
 #include <functional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_format.h"
 #include "passes/module_state.h"
 #include "passes/sample_inputs.h"
@@ -91,7 +93,16 @@ absl::StatusOr<std::vector<c10::IValue>> RunGraph(const std::shared_ptr<Graph>& 
 
 namespace {
 thread_local int64_t aten_op_count = 0;
-thread_local int64_t op_depth = 0;
+thread_local int64_t launch_count = 0;
+// One entry per open record (autograd frames excepted): whether it is an aten op, and whether an
+// op that launches ran inside it.
+struct OpenRecord {
+  bool aten = false;
+  bool launched_inside = false;
+  bool opaque = false;
+};
+thread_local std::vector<OpenRecord> open_records;
+thread_local int64_t open_opaque = 0;  // opaque ops open (see CountsAsOneLaunch)
 
 // The autograd engine records each backward node it runs under this name, around the node's
 // own aten ops: it is a frame, not an op, so the ops inside count as top-level.
@@ -99,40 +110,100 @@ bool IsAutogradFrame(const at::RecordFunction& fn) {
   return std::strncmp(fn.name(), "autograd::engine::evaluate_function", 35) == 0;
 }
 
-// Counts top-level aten ops only: ops that an op calls internally (empty, as_strided, the addmm
-// inside linear) are not separate launches of the graph.
+// Aten ops that launch nothing on a GPU when nothing inside them does: views and reshapes of
+// metadata, allocations without a fill, shape and type queries, conjugation flags of real tensors,
+// and the conversions that returned their input (contiguous, to, type_as on a tensor that already
+// was so).
+bool LaunchesNothing(absl::string_view op) {
+  static const auto* const kNone = new absl::flat_hash_set<std::string>{
+      "alias", "as_strided", "as_strided_", "broadcast_to", "chunk", "contiguous", "detach",
+      "detach_", "diagonal", "dim", "empty", "empty_like", "empty_strided", "expand", "expand_as",
+      "flatten", "is_contiguous", "is_nonzero", "lift_fresh", "movedim", "moveaxis", "narrow",
+      "new_empty", "new_empty_strided", "numel", "permute", "requires_grad_", "reshape",
+      "reshape_as", "resize_", "result_type", "select", "set_", "size", "slice", "split",
+      "split_with_sizes", "squeeze", "squeeze_", "stride", "t", "to", "transpose", "transpose_",
+      "type_as", "unbind", "unflatten", "unfold", "unsafe_split", "unsafe_split_with_sizes",
+      "unsqueeze", "unsqueeze_", "view", "view_as", "_local_scalar_dense", "_reshape_alias",
+      "_unsafe_view", "item", "_version", "retain_grad", "_shape_as_tensor", "resolve_conj",
+      "resolve_neg", "conj", "_conj", "_neg_view", "_resize_output_", "is_same_size", "sym_size",
+      "sym_numel", "sym_stride", "lift", "_has_compatible_shallow_copy_type"};
+  return kNone->contains(op);
+}
+
+// Aten ops counted as one launch whatever they call: the embedding lookups and their backward,
+// whose CPU implementations (sorts, index_add, per-bag loops) say nothing of their CUDA kernels,
+// and differ between the per-table and the batched forms a rewrite compares.
+bool CountsAsOneLaunch(absl::string_view op) {
+  static const auto* const kOpaque = new absl::flat_hash_set<std::string>{
+      "embedding", "embedding_bag", "_embedding_bag", "_embedding_bag_forward_only",
+      "embedding_backward", "embedding_dense_backward", "embedding_sparse_backward",
+      "_embedding_bag_backward", "_embedding_bag_dense_backward", "_embedding_bag_sparse_backward",
+      "_embedding_bag_per_sample_weights_backward"};
+  return kOpaque->contains(op);
+}
+
 std::unique_ptr<at::ObserverContext> CountOp(const at::RecordFunction& fn) {
   if (IsAutogradFrame(fn)) return nullptr;
-  if (op_depth == 0 && std::strncmp(fn.name(), "aten::", 6) == 0) ++aten_op_count;
-  ++op_depth;
+  const bool aten = std::strncmp(fn.name(), "aten::", 6) == 0;
+  if (aten && open_records.empty()) ++aten_op_count;  // top-level: inside no other record
+  const bool opaque = aten && open_opaque == 0 && CountsAsOneLaunch(absl::string_view(fn.name()).substr(6));
+  if (opaque) ++open_opaque;
+  open_records.push_back({aten, false, opaque});
   return nullptr;
 }
 
+// An aten op is one launch where no op inside it launched (addmm, whose only calls are views and
+// conjugation flags; not linear, inside which addmm launched) and it is not one that launches
+// nothing (a view).
 void EndOp(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (!IsAutogradFrame(fn)) --op_depth;
+  if (IsAutogradFrame(fn) || open_records.empty()) return;
+  const OpenRecord done = open_records.back();
+  open_records.pop_back();
+  if (done.opaque) {
+    --open_opaque;
+    ++launch_count;
+    if (!open_records.empty()) open_records.back().launched_inside = true;
+    return;
+  }
+  if (open_opaque > 0) return;  // inside an op counted whole
+  bool launched = done.launched_inside;
+  if (!launched && done.aten && !LaunchesNothing(absl::string_view(fn.name()).substr(6))) {
+    ++launch_count;
+    launched = true;
+  }
+  if (launched && !open_records.empty()) open_records.back().launched_inside = true;
 }
 
 // CountedRun: `run` once as a warm-up (one-time work is not counted), then again with the aten
 // ops counted; the module in inputs[0] keeps its state (BatchNorm's running statistics, SetAttr).
-absl::StatusOr<int64_t> CountedRun(const std::vector<c10::IValue>& inputs,
+absl::StatusOr<OpTally> CountedRun(const std::vector<c10::IValue>& inputs,
                                    const std::function<absl::Status()>& run) {
   ModuleStateGuard keep(inputs.empty() ? c10::IValue() : inputs[0]);
   absl::Status warm = run();
   if (!warm.ok()) return warm;
   aten_op_count = 0;
-  op_depth = 0;
+  launch_count = 0;
+  open_records.clear();
+  open_opaque = 0;
   at::CallbackHandle handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback(CountOp, EndOp).scopes({at::RecordScope::FUNCTION}));
   absl::Status counted = run();
   at::removeCallback(handle);
   if (!counted.ok()) return counted;
-  return aten_op_count;
+  return OpTally{aten_op_count, launch_count};
 }
 
 }  // namespace
 
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<Graph>& graph,
                                      const std::vector<c10::IValue>& inputs) {
+  auto tally = TallyOps(graph, inputs);
+  if (!tally.ok()) return tally.status();
+  return tally->aten_ops;
+}
+
+absl::StatusOr<OpTally> TallyOps(const std::shared_ptr<Graph>& graph,
+                                 const std::vector<c10::IValue>& inputs) {
   c10::NoGradGuard no_grad;
   // Fresh inputs for each run, copied before the count.
   std::vector<std::vector<c10::IValue>> copies = {CloneInputs(inputs), CloneInputs(inputs)};
@@ -197,6 +268,13 @@ absl::Status TrainingStep(const std::shared_ptr<Graph>& graph, const StepInputs&
 
 absl::StatusOr<int64_t> CountAtenOpsPerTrainingStep(const std::shared_ptr<Graph>& graph,
                                                     const std::vector<c10::IValue>& inputs) {
+  auto tally = TallyOpsPerTrainingStep(graph, inputs);
+  if (!tally.ok()) return tally.status();
+  return tally->aten_ops;
+}
+
+absl::StatusOr<OpTally> TallyOpsPerTrainingStep(const std::shared_ptr<Graph>& graph,
+                                                const std::vector<c10::IValue>& inputs) {
   c10::AutoGradMode grad(true);
   std::vector<StepInputs> steps = {PrepareStep(inputs), PrepareStep(inputs)};
   size_t next = 0;

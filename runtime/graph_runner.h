@@ -34,9 +34,32 @@ absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const torch::jit::Graph
 absl::StatusOr<std::vector<c10::IValue>> RunGraph(const std::shared_ptr<torch::jit::Graph>& graph,
                                                   const std::vector<c10::IValue>& inputs);
 
-// CountAtenOps: top-level aten operators executed by one run of `graph` on `inputs` (calls an
-// operator makes internally are not counted), with RecordFunction callbacks: the CPU proxy for
-// GPU kernel launches.
+// OpTally: what one run executed, counted with RecordFunction callbacks.
+//  - aten_ops: top-level aten operators (calls an operator makes internally are not counted),
+//    views included: what the graph asks for.
+//  - launches: the CPU proxy for GPU kernel launches: the aten operators inside which no other
+//    operator launched (the addmm inside linear, the fill and the copy inside a slice's
+//    backward), less those that launch nothing on a GPU (views, allocations, shape queries,
+//    conjugation flags, conversions that return their input); an embedding lookup or its
+//    backward is one launch whatever its CPU implementation calls. A view costs 0 here and 1 in
+//    aten_ops; a view's backward (a zero fill and a copy into it) 2 here and 1 there. On CUDA the
+//    executor's fuser merges more (pointwise chains and their concatenation), which neither
+//    count sees.
+struct OpTally {
+  int64_t aten_ops = 0;
+  int64_t launches = 0;
+};
+
+// TallyOps: one run of `graph` on `inputs`, after one uncounted warm-up run.
+absl::StatusOr<OpTally> TallyOps(const std::shared_ptr<torch::jit::Graph>& graph,
+                                 const std::vector<c10::IValue>& inputs);
+
+// TallyOpsPerTrainingStep: the same over a training step (CountAtenOpsPerTrainingStep).
+absl::StatusOr<OpTally> TallyOpsPerTrainingStep(const std::shared_ptr<torch::jit::Graph>& graph,
+                                                const std::vector<c10::IValue>& inputs);
+
+// CountAtenOps: TallyOps' aten_ops: top-level aten operators executed by one run of `graph` on
+// `inputs`.
 absl::StatusOr<int64_t> CountAtenOps(const std::shared_ptr<torch::jit::Graph>& graph,
                                      const std::vector<c10::IValue>& inputs);
 

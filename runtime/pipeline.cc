@@ -70,20 +70,24 @@ absl::Status LoadInputs(const PipelineRequest& req, LoadedModel* loaded) {
   return absl::OkStatus();
 }
 
-// CountOriginalOps: aten ops of one forward, and of one training step when that is the step
-// judged; a model that does not run on its own sample inputs is refused.
+// CountOriginalOps: aten ops and kernel launches of one forward, and of one training step when
+// that is the step judged; a model that does not run on its own sample inputs is refused.
 absl::Status CountOriginalOps(const PipelineRequest& req, LoadedModel* loaded) {
   if (!loaded->has_inputs) return absl::OkStatus();
-  auto forward = CountAtenOps(loaded->original_graph->copy(), loaded->samples);
+  auto forward = TallyOps(loaded->original_graph->copy(), loaded->samples);
   if (!forward.ok() && !req.inputs_must_run) return absl::OkStatus();
   if (!forward.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the model does not run on its sample inputs: ", forward.status().message()));
   }
-  loaded->ops.forward = *forward;
+  loaded->ops.forward = forward->aten_ops;
+  loaded->ops.launches_forward = forward->launches;
   if (IsTrainingStep(req.mode)) {
-    auto step = CountAtenOpsPerTrainingStep(loaded->original_graph->copy(), loaded->samples);
-    if (step.ok()) loaded->ops.training_step = *step;
+    auto step = TallyOpsPerTrainingStep(loaded->original_graph->copy(), loaded->samples);
+    if (step.ok()) {
+      loaded->ops.training_step = step->aten_ops;
+      loaded->ops.launches_training_step = step->launches;
+    }
   }
   return absl::OkStatus();
 }
@@ -212,15 +216,19 @@ absl::StatusOr<OptimizeReport> Rewrite(const PipelineRequest& req, const RuleSet
 absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded) {
   OpCounts after;
   if (loaded.ops.forward < 0) return after;
-  auto forward = CountAtenOps(loaded.model.graph, loaded.samples);
+  auto forward = TallyOps(loaded.model.graph, loaded.samples);
   if (!forward.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the optimized graph does not run: ", forward.status().message()));
   }
-  after.forward = *forward;
+  after.forward = forward->aten_ops;
+  after.launches_forward = forward->launches;
   if (loaded.ops.training_step >= 0) {
-    auto step = CountAtenOpsPerTrainingStep(loaded.model.graph, loaded.samples);
-    if (step.ok()) after.training_step = *step;
+    auto step = TallyOpsPerTrainingStep(loaded.model.graph, loaded.samples);
+    if (step.ok()) {
+      after.training_step = step->aten_ops;
+      after.launches_training_step = step->launches;
+    }
   }
   return after;
 }

@@ -49,10 +49,17 @@ void AddOpCounts(const Outcome& out, nlohmann::json* j) {
   const OpCounts& before = out.loaded->ops;
   if (before.forward >= 0) (*j)["aten_ops_per_forward_before"] = before.forward;
   if (before.training_step >= 0) (*j)["aten_ops_per_training_step_before"] = before.training_step;
+  if (before.launches_forward >= 0) (*j)["kernel_launches_per_forward_before"] = before.launches_forward;
+  if (before.launches_training_step >= 0) {
+    (*j)["kernel_launches_per_training_step_before"] = before.launches_training_step;
+  }
   if (out.status == ReportStatus::kRejected) return;
-  if (out.ops_after.forward >= 0) (*j)["aten_ops_per_forward_after"] = out.ops_after.forward;
-  if (out.ops_after.training_step >= 0) {
-    (*j)["aten_ops_per_training_step_after"] = out.ops_after.training_step;
+  const OpCounts& after = out.ops_after;
+  if (after.forward >= 0) (*j)["aten_ops_per_forward_after"] = after.forward;
+  if (after.training_step >= 0) (*j)["aten_ops_per_training_step_after"] = after.training_step;
+  if (after.launches_forward >= 0) (*j)["kernel_launches_per_forward_after"] = after.launches_forward;
+  if (after.launches_training_step >= 0) {
+    (*j)["kernel_launches_per_training_step_after"] = after.launches_training_step;
   }
 }
 

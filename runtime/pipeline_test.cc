@@ -10,7 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/ir/irparser.h>
+
 #include "absl/strings/str_cat.h"
+#include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
 #include "runtime/pipeline_decision.h"
 #include "runtime/torch_settings.h"
@@ -73,6 +77,8 @@ TEST(PipelineTest, TowersAreOptimizedValidatedAndReported) {
   EXPECT_EQ(j["artifact_sha256"].get<std::string>().size(), 64u);
   EXPECT_EQ(j["validation"]["result"], "outputs and gradients match");
   EXPECT_EQ(j["aten_ops_per_forward_after"], out.ops_after.forward);
+  EXPECT_LT(out.ops_after.launches_training_step, out.loaded->ops.launches_training_step);
+  EXPECT_EQ(j["kernel_launches_per_training_step_after"], out.ops_after.launches_training_step);
 }
 
 TEST(PipelineTest, NoRuleKeepsTheOriginalByteForByte) {
@@ -148,6 +154,64 @@ TEST(PipelineDecisionTest, UntimedGrowthKeepsTheOriginalUnlessAllowed) {
   req.allow_growth = false;
   Decide(req, &out);
   EXPECT_EQ(out.status, ReportStatus::kOptimized);
+}
+
+TEST(PipelineDecisionTest, UntimedGrowthIsJudgedByKernelLaunchesWhereCounted) {
+  PipelineRequest req;
+  // Fewer aten ops, more launches per training step (split pieces turned into slices).
+  Outcome out = Rewritten({10, 100, 20, 50}, {12, 90, 20, 60});
+  Decide(req, &out);
+  EXPECT_EQ(out.status, ReportStatus::kUnchanged);
+  EXPECT_EQ(out.clause, DecisionClause::kUntimedGrowth);
+  EXPECT_NE(out.reason.find("more kernel launches per training step (forward and backward) (60 vs 50)"),
+            std::string::npos)
+      << out.reason;
+  out = Rewritten({10, 100, 20, 50}, {12, 110, 20, 40});  // more aten ops (views), fewer launches
+  Decide(req, &out);
+  EXPECT_EQ(out.status, ReportStatus::kOptimized) << out.reason;
+}
+
+std::shared_ptr<torch::jit::Graph> Parse(const std::string& ir) {
+  auto g = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(ir, g.get());
+  return g;
+}
+
+// Views launch nothing; a view's backward launches a zero fill and a copy, where a split's
+// backward is one concatenation of the pieces' gradients.
+TEST(OpTallyTest, ViewsAreFreeAndSlicesCostMoreInTheBackwardThanASplit) {
+  auto slices = Parse(R"IR(
+graph(%x : Float(4, 6)):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %three : int = prim::Constant[value=3]()
+  %six : int = prim::Constant[value=6]()
+  %a : Tensor = aten::slice(%x, %one, %zero, %three, %one)
+  %b : Tensor = aten::slice(%x, %one, %three, %six, %one)
+  %y : Tensor = aten::mul(%a, %b)
+  return (%y))IR");
+  auto split = Parse(R"IR(
+graph(%x : Float(4, 6)):
+  %one : int = prim::Constant[value=1]()
+  %three : int = prim::Constant[value=3]()
+  %l : Tensor[] = aten::split(%x, %three, %one)
+  %a : Tensor, %b : Tensor = prim::ListUnpack(%l)
+  %y : Tensor = aten::mul(%a, %b)
+  return (%y))IR");
+  std::vector<c10::IValue> x = {at::randn({4, 6})};
+  auto f_slices = TallyOps(slices, x);
+  auto f_split = TallyOps(split, x);
+  ASSERT_TRUE(f_slices.ok() && f_split.ok());
+  EXPECT_EQ(f_slices->aten_ops, 3);
+  EXPECT_EQ(f_slices->launches, 1);  // the mul
+  EXPECT_EQ(f_split->aten_ops, 2);
+  EXPECT_EQ(f_split->launches, 1);
+  auto s_slices = TallyOpsPerTrainingStep(slices, x);
+  auto s_split = TallyOpsPerTrainingStep(split, x);
+  ASSERT_TRUE(s_slices.ok() && s_split.ok());
+  EXPECT_GT(s_slices->launches, s_split->launches)
+      << "slices " << s_slices->launches << " (aten ops " << s_slices->aten_ops << "), split "
+      << s_split->launches << " (aten ops " << s_split->aten_ops << ")";
 }
 
 TEST(PipelineDecisionTest, TheGateClauseThatKeptNoRule) {

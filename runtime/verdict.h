@@ -153,22 +153,30 @@ inline Verdict Judge(const StepFigures& original, const StepFigures& candidate, 
   return FasterThan(candidate.ms, original.ms, m) ? Verdict::kFaster : Verdict::kNotFaster;
 }
 
-// OpCounts: top-level aten ops of one forward and of one training step, forward and backward
-// (graph_runner.h); -1 where a count could not be taken.
+// OpCounts: top-level aten ops and kernel launches (graph_runner.h's OpTally) of one forward and
+// of one training step, forward and backward; -1 where a count could not be taken.
 struct OpCounts {
   int64_t forward = -1;
   int64_t training_step = -1;
+  int64_t launches_forward = -1;
+  int64_t launches_training_step = -1;
 };
 
-// UntimedGrowth: with nothing timed, whether the rewritten graph runs more aten ops than the
-// original: per training step where both were counted (batching adds cheap forward ops and
-// removes many backward ones), else per forward. `*what` names the step and the two counts, as
-// "training step (forward and backward) (122 vs 116)".
+// UntimedGrowth: with nothing timed, whether the rewritten graph costs more than the original,
+// by kernel launches where both were counted (views free, a view's backward a fill and a copy:
+// a rewrite of split pieces into slices runs fewer aten ops and more kernels per training step),
+// else by aten ops; per training step where both were counted (batching adds cheap forward ops
+// and removes many backward ones), else per forward. `*what` names the measure, the step and
+// the two counts, as "kernel launches per training step (forward and backward) (122 vs 116)".
 inline bool UntimedGrowth(const OpCounts& before, const OpCounts& after, std::string* what) {
-  const bool by_step = before.training_step >= 0 && after.training_step >= 0;
-  const int64_t b = by_step ? before.training_step : before.forward;
-  const int64_t a = by_step ? after.training_step : after.forward;
-  *what = std::string(by_step ? "training step (forward and backward)" : "forward") + " (" +
+  const bool launches = before.launches_forward >= 0 && after.launches_forward >= 0;
+  const int64_t b_step = launches ? before.launches_training_step : before.training_step;
+  const int64_t a_step = launches ? after.launches_training_step : after.training_step;
+  const bool by_step = b_step >= 0 && a_step >= 0;
+  const int64_t b = by_step ? b_step : launches ? before.launches_forward : before.forward;
+  const int64_t a = by_step ? a_step : launches ? after.launches_forward : after.forward;
+  *what = std::string(launches ? "kernel launches" : "aten ops") + " per " +
+          (by_step ? "training step (forward and backward)" : "forward") + " (" +
           std::to_string(a) + " vs " + std::to_string(b) + ")";
   return a > b;
 }

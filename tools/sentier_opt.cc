@@ -7,8 +7,9 @@
 //               [--list_passes] [--allow_growth] [--cost=none|measure ...]
 //
 // The report (--report) follows runtime/report_schema.json, the schema sentierd's report.json
-// uses too. Without --cost=measure a rewritten graph that runs more aten ops per training step
-// (forward and backward; per forward with --mode=inference) than the original is not written (the
+// uses too. Without --cost=measure a rewritten graph that makes more kernel launches per training
+// step (runtime/graph_runner.h's OpTally; forward and backward; per forward with --mode=inference)
+// than the original is not written (the
 // output is the original, status "unchanged") unless --allow_growth: nothing was timed to show
 // that it pays.
 //
@@ -70,8 +71,9 @@ DEFINE_string(param_layout, "original",
               "optimizers whose update depends on each tensor's norm, such as LARS or LAMB, "
               "differ)");
 DEFINE_bool(allow_growth, false,
-            "write the rewritten model even when it runs more aten ops per forward than the "
-            "original and nothing was timed (by default the original is kept then)");
+            "write the rewritten model even when it makes more kernel launches per training step "
+            "(per forward with --mode=inference) than the original and nothing was timed (by "
+            "default the original is kept then)");
 DEFINE_string(dot_before, "", "write a Graphviz file of the graph before optimization");
 DEFINE_string(dot_after, "", "write a Graphviz file of the graph after optimization");
 DEFINE_int32(max_rounds, 16, "bound on rounds of rule application");

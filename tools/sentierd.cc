@@ -84,7 +84,7 @@
 // peak-memory bound] …", "Every set of rules that changes the model needed more peak memory …",
 // "The selection's gain was not confirmed …", "The optimized model was not faster on the GPU
 // …", "The optimized model needed more peak GPU memory than the memory policy allows …", "The
-// optimized graph runs more aten ops per …"; a reused decision's reason starts "Decision reused
+// optimized graph runs more kernel launches per …"; a reused decision's reason starts "Decision reused
 // from version N: " (runtime/pipeline_decision.cc words them all).
 // At the end of --once, one line per model on stdout:
 //   sentierd: <model>: v1 optimized, v2 unchanged, …; latest v2 (architecture changed)

@@ -65,16 +65,21 @@ def measure(sentier_opt: str, archive: str, inputs: str, tmp: str) -> dict:
     if "aten_ops_per_training_step_before" in report:  # counted where a rule fired
         got["aten_ops_per_training_step"] = [report["aten_ops_per_training_step_before"],
                                              report["aten_ops_per_training_step_after"]]
+    if "kernel_launches_per_training_step_before" in report:
+        got["kernel_launches_per_training_step"] = [
+            report["kernel_launches_per_training_step_before"],
+            report["kernel_launches_per_training_step_after"]]
     refused = {k: v for k, v in sorted(report.get("rejected_by_legality", {}).items()) if v}
     if refused:
         got["rejected_by_legality"] = refused
     if report["status"] != "optimized":
         got["reason"] = report.get("reason", "")
         # Not published for growth: the rewritten graph's count is in the reason ("(104 vs 83)").
-        grown = re.search(r"per training step \(forward and backward\) \((\d+) vs \d+\)",
-                          got["reason"])
+        grown = re.search(r"more (aten ops|kernel launches) per training step \(forward and "
+                          r"backward\) \((\d+) vs \d+\)", got["reason"])
         if grown:
-            got["aten_ops_per_training_step_rewritten"] = int(grown.group(1))
+            key = "aten_ops" if grown.group(1) == "aten ops" else "kernel_launches"
+            got[key + "_per_training_step_rewritten"] = int(grown.group(2))
     return got
 
 
@@ -98,6 +103,11 @@ def ops_cell(measured: dict, step_word: str) -> str:
         return "-"
     cell = "%d->%d" % tuple(measured["aten_ops_per_forward"])
     step = measured.get("aten_ops_per_training_step")
+    launches = measured.get("kernel_launches_per_training_step")
+    if step and not_published(measured) and "kernel_launches_per_training_step_rewritten" in measured:
+        return cell + " (%slaunches %d->%d%s, not published)" % (
+            step_word, launches[0], measured["kernel_launches_per_training_step_rewritten"],
+            " rewritten" if step_word else "")
     if step:
         if not_published(measured) and "aten_ops_per_training_step_rewritten" in measured:
             cell += " (%s%d->%d%s, not published)" % (
@@ -244,7 +254,7 @@ def per_pass_table(models: list, stale: dict, cuda: dict) -> list:
         grown = [e["name"] for e in positive if any(
             not_published(v) for v in e["sentier_opt"].values())]
         if grown:
-            status += ("; fires but not published untimed (more aten ops per training step): "
+            status += ("; fires but not published untimed (more kernel launches per training step): "
                        + ", ".join(grown))
         notes = []
         for e in positive:
