@@ -164,7 +164,7 @@ void DecideFresh(const PipelineRequest& req, Outcome* out) {
   if (!out->selection && !out->placement.timed && !req.allow_growth &&
       UntimedGrowth(out->loaded->ops, out->ops_after, &growth)) {
     return Settle(ReportStatus::kUnchanged, DecisionClause::kUntimedGrowth,
-                  absl::StrCat("The optimized graph runs more ", growth,
+                  absl::StrCat("The optimized graph makes ", growth,
                                " and nothing was timed on ", device,
                                " to show that it is faster (a timed gate would: sentier_opt --cost=measure, "
                                "sentierd on CUDA; sentier_opt --allow_growth writes it anyway)",

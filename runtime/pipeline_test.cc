@@ -169,6 +169,12 @@ TEST(PipelineDecisionTest, UntimedGrowthIsJudgedByKernelLaunchesWhereCounted) {
   out = Rewritten({10, 100, 20, 50}, {12, 110, 20, 40});  // more aten ops (views), fewer launches
   Decide(req, &out);
   EXPECT_EQ(out.status, ReportStatus::kOptimized) << out.reason;
+  out = Rewritten({10, 100, 20, 50}, {10, 90, 20, 50});  // no launch saved: nothing to show for it
+  Decide(req, &out);
+  EXPECT_EQ(out.status, ReportStatus::kUnchanged);
+  EXPECT_NE(out.reason.find("as many kernel launches per training step (forward and backward) (50 vs 50)"),
+            std::string::npos)
+      << out.reason;
 }
 
 std::shared_ptr<torch::jit::Graph> Parse(const std::string& ir) {
