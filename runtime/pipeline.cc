@@ -70,25 +70,36 @@ absl::Status LoadInputs(const PipelineRequest& req, LoadedModel* loaded) {
   return absl::OkStatus();
 }
 
-// CountOriginalOps: aten ops and kernel launches of one forward, and of one training step when
-// that is the step judged; a model that does not run on its own sample inputs is refused.
+// CountOps: aten ops and kernel launches (graph_runner.h's OpTally) of one forward of a copy of
+// `graph` and, with `training_step`, of one training step (left at -1 where the step fails); a
+// forward that does not run is the error.
+absl::StatusOr<OpCounts> CountOps(const std::shared_ptr<torch::jit::Graph>& graph,
+                                  const std::vector<c10::IValue>& samples, bool training_step) {
+  auto forward = TallyOps(graph->copy(), samples);
+  if (!forward.ok()) return forward.status();
+  OpCounts counts;
+  counts.forward = forward->aten_ops;
+  counts.launches_forward = forward->launches;
+  if (!training_step) return counts;
+  auto step = TallyOpsPerTrainingStep(graph->copy(), samples);
+  if (step.ok()) {
+    counts.training_step = step->aten_ops;
+    counts.launches_training_step = step->launches;
+  }
+  return counts;
+}
+
+// CountOriginalOps: CountOps of the original, with the training step where that is the step
+// judged; a model that does not run on its own sample inputs is refused.
 absl::Status CountOriginalOps(const PipelineRequest& req, LoadedModel* loaded) {
   if (!loaded->has_inputs) return absl::OkStatus();
-  auto forward = TallyOps(loaded->original_graph->copy(), loaded->samples);
-  if (!forward.ok() && !req.inputs_must_run) return absl::OkStatus();
-  if (!forward.ok()) {
+  auto counts = CountOps(loaded->original_graph, loaded->samples, IsTrainingStep(req.mode));
+  if (!counts.ok() && !req.inputs_must_run) return absl::OkStatus();
+  if (!counts.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the model does not run on its sample inputs: ", forward.status().message()));
+        absl::StrCat("the model does not run on its sample inputs: ", counts.status().message()));
   }
-  loaded->ops.forward = forward->aten_ops;
-  loaded->ops.launches_forward = forward->launches;
-  if (IsTrainingStep(req.mode)) {
-    auto step = TallyOpsPerTrainingStep(loaded->original_graph->copy(), loaded->samples);
-    if (step.ok()) {
-      loaded->ops.training_step = step->aten_ops;
-      loaded->ops.launches_training_step = step->launches;
-    }
-  }
+  loaded->ops = *counts;
   return absl::OkStatus();
 }
 
@@ -214,23 +225,13 @@ absl::StatusOr<OptimizeReport> Rewrite(const PipelineRequest& req, const RuleSet
 // CountRewrittenOps: the same counts as CountOriginalOps, of the rewritten graph. A rewritten
 // graph that no longer runs is a validation failure.
 absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded) {
-  OpCounts after;
-  if (loaded.ops.forward < 0) return after;
-  auto forward = TallyOps(loaded.model.graph, loaded.samples);
-  if (!forward.ok()) {
+  if (loaded.ops.forward < 0) return OpCounts();
+  auto counts = CountOps(loaded.model.graph, loaded.samples, loaded.ops.training_step >= 0);
+  if (!counts.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the optimized graph does not run: ", forward.status().message()));
+        absl::StrCat("the optimized graph does not run: ", counts.status().message()));
   }
-  after.forward = forward->aten_ops;
-  after.launches_forward = forward->launches;
-  if (loaded.ops.training_step >= 0) {
-    auto step = TallyOpsPerTrainingStep(loaded.model.graph, loaded.samples);
-    if (step.ok()) {
-      after.training_step = step->aten_ops;
-      after.launches_training_step = step->launches;
-    }
-  }
-  return after;
+  return *counts;
 }
 
 // ---- save and validate ----------------------------------------------------------------------

@@ -42,13 +42,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 
 
-def _load_inputs(torch, path, dev):
-    from compare_torch_compile import to_device
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 - older formats
-        obj = torch.load(path, map_location="cpu", weights_only=False)
-    return to_device(obj if isinstance(obj, tuple) else (obj,), dev)
+def _error(e):
+    msg = str(e).strip()
+    return "%s: %s" % (type(e).__name__, msg.splitlines()[0][:200] if msg else "")
+
+
+def _inputs_with_grad(model_dir, dev):
+    """The sample inputs on `dev`, the floating ones requiring grad (the step differentiates to
+    them too)."""
+    from compare_torch_compile import float_tensors, load_inputs
+    inputs = load_inputs(os.path.join(model_dir, "inputs.pt"), dev)
+    for t in float_tensors(inputs):
+        t.requires_grad_(True)
+    return inputs
+
+
+def _float_params(module):
+    params = [p for p in module.parameters() if p.is_floating_point()]
+    for p in params:
+        p.requires_grad_(True)
+    return params
 
 
 def _steps(torch, model, inputs, params):
@@ -98,13 +111,8 @@ def _measure(torch, train, forward):
             "train_ms": statistics.median(times), "first_step_s": first_s}
 
 
-def worker(model_dir, name):
-    import torch
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    sys.path.insert(0, HERE)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    dev = torch.device(DEVICE)
+def measure_archives(torch, model_dir, name, dev):
+    """ts_original and ts_sentier rows for each archive kind of the module."""
     rows = []
     for kind in ("scripted", "traced"):
         path = os.path.join(model_dir, kind + ".pt")
@@ -116,22 +124,25 @@ def worker(model_dir, name):
                 if not os.path.exists(archive):
                     raise RuntimeError("no artifact (sentier_opt failed or left the model unchanged)")
                 model = torch.jit.load(archive, map_location=dev)
-                inputs = _load_inputs(torch, os.path.join(model_dir, "inputs.pt"), dev)
-                for t in inputs_float(inputs):
-                    t.requires_grad_(True)
-                params = [p for p in model.parameters() if p.is_floating_point()]
-                for p in params:
-                    p.requires_grad_(True)
-                row.update(_measure(torch, *_steps(torch, model, inputs, params)))
+                inputs = _inputs_with_grad(model_dir, dev)
+                row.update(_measure(torch, *_steps(torch, model, inputs, _float_params(model))))
             except Exception as e:  # noqa: BLE001 - a failed row says why
-                row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e).strip() else "")
+                row["error"] = _error(e)
             rows.append(row)
+    return rows
+
+
+def measure_compiled(torch, model_dir, name, dev):
+    """The compile_optimus row: the module as make_conformance.py writes it, with the scripted
+    archive's parameters, under torch.compile with Optimus's fusions; the Optimus counters that
+    moved."""
     row = {"module": name, "kind": "module", "mode": "compile_optimus"}
     try:
         import make_conformance
         from compare_torch_compile import enable_optimus
         import torch._dynamo
         import torch._inductor.config as cfg
+        from torch._dynamo.utils import counters
         if hasattr(cfg, "fx_graph_cache"):
             cfg.fx_graph_cache = False
         case = make_conformance.CASES[name]
@@ -141,31 +152,29 @@ def worker(model_dir, name):
         ts = torch.jit.load(os.path.join(model_dir, "scripted.pt"), map_location="cpu")
         module.load_state_dict({k: v.detach().clone() for k, v in ts.state_dict().items()}, strict=True)
         module = module.to(dev)
-        row["optimus"] = enable_optimus()["pre_grad"]
+        enable_optimus()
         torch._dynamo.reset()
-        from torch._dynamo.utils import counters
         counters.clear()
         compiled = torch.compile(module)
-        inputs = _load_inputs(torch, os.path.join(model_dir, "inputs.pt"), dev)
-        for t in inputs_float(inputs):
-            t.requires_grad_(True)
-        params = [p for p in module.parameters() if p.is_floating_point()]
-        row.update(_measure(torch, *_steps(torch, compiled, inputs, params)))
+        inputs = _inputs_with_grad(model_dir, dev)
+        row.update(_measure(torch, *_steps(torch, compiled, inputs, _float_params(module))))
         row["inductor_counters"] = {k: v for k, v in counters["inductor"].items()
                                     if any(s in k for s in ("batch", "split", "cat", "stack", "unbind",
                                                             "normaliz", "fusion", "getitem", "squeeze",
                                                             "reshape", "select"))}
-        del row["optimus"]
     except Exception as e:  # noqa: BLE001
-        row.pop("optimus", None)
-        row["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:200] if str(e).strip() else "")
-    rows.append(row)
-    return rows
+        row["error"] = _error(e)
+    return row
 
 
-def inputs_float(inputs):
-    from compare_torch_compile import float_tensors
-    return float_tensors(inputs)
+def worker(model_dir, name):
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, HERE)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device(DEVICE)
+    return measure_archives(torch, model_dir, name, dev) + [measure_compiled(torch, model_dir, name, dev)]
 
 
 def run_worker(args, name):
