@@ -17,7 +17,7 @@ enum class DecisionClause {
   kGateOverMemory,      // the gate: every set that changes the model is over the memory policy
   kGateNotConfirmed,    // the gate: faster at first, not when timed again
   kGateExecutorStall,   // the gate: the optimized model's step made no progress under the executor
-  kUntimedGrowth,       // nothing timed, and the graph makes more kernel launches
+  kUntimedGrowth,       // nothing timed, and the graph makes no fewer kernel launches
   kTimedNotFaster,      // the validated artifact was not faster on the device
   kTimedMoreMemory,     // the validated artifact needed more peak memory than the policy allows
   kReusedUnchanged,     // an earlier version's decision (unchanged) reused
