@@ -7,8 +7,9 @@
 // launches per training step (forward and backward; graph_runner.h's OpTally) than the original,
 // or, where it does, the manifest records that sentier_opt leaves the model unchanged for that
 // reason. For the torch 1.13
-// archives the counts before and after are the manifest's (what sentier_opt's report says), so
-// that a rewrite that stops paying is seen.
+// archives read by LibTorch 1.x the counts before and after are the manifest's (what sentier_opt's
+// report says), so that a rewrite that stops paying is seen; LibTorch 2.x records other autograd
+// nodes for the same graph, so there only the launch comparison holds.
 //
 // Archives written by a newer torch than this LibTorch reads are skipped, visibly; a manifest
 // entry without `archives` is expected in torch1.13/ and torch2.11/.
@@ -17,6 +18,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/graph_runner.h"
@@ -93,7 +95,7 @@ TEST_P(ConformanceTest, RulesFireAndArtifactIsEquivalentAndNoLarger) {
         << "more kernel launches per training step after optimization; sentier_opt would not "
            "publish it";
   }
-  if (a.torch == "torch1.13") {
+  if (a.torch == "torch1.13" && TORCH_VERSION_MAJOR < 2) {
     EXPECT_EQ(before.forward, measured["aten_ops_per_forward"][0].get<int64_t>());
     EXPECT_EQ(before.training_step, measured["aten_ops_per_training_step"][0].get<int64_t>());
     if (!unchanged) {
