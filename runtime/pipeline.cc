@@ -234,6 +234,102 @@ absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded) {
   return *counts;
 }
 
+// ---- untimed ablation -------------------------------------------------------------------------
+
+// With nothing timed, kernel launches decide (verdict.h's UntimedGrowth). One rule that adds
+// launches (split pieces made slices: fewer aten ops, but each slice's backward is a fill and a
+// copy where the split's was one concatenation) would otherwise cost the model every rule that
+// saves them. So a rewrite that makes no fewer launches than the original is made again from the
+// original without each rule that fired, in turn; the rewrite with the fewest launches is kept
+// when it makes fewer than the one it came from, and the search goes on from it until a rewrite
+// pays, no dropped rule helps, or kMaxUntimedRewrites more rewrites were made. A rewrite that
+// took longer than kMaxUntimedRewriteMs is not repeated (large models: their gate times them).
+constexpr int kMaxUntimedRewrites = 12;
+constexpr double kMaxUntimedRewriteMs = 2000;
+
+// The count UntimedGrowth compares: launches per training step where both were counted, else
+// per forward.
+int64_t UntimedLaunches(const OpCounts& c) {
+  return c.launches_training_step >= 0 ? c.launches_training_step : c.launches_forward;
+}
+
+bool UntimedAblationApplies(const PipelineRequest& req, const Outcome& out) {
+  std::string growth;
+  return !out.selection && !out.placement.timed && !req.allow_growth && out.loaded->model.is_module &&
+         out.loaded->ops.launches_forward >= 0 && out.optimization->stats.applications.size() > 1 &&
+         out.optimization->optimize_ms <= kMaxUntimedRewriteMs &&
+         UntimedGrowth(out.loaded->ops, out.ops_after, &growth);
+}
+
+struct UntimedAttempt {
+  std::shared_ptr<const RuleSet> rules;
+  LoadedModel loaded;
+  OptimizeReport report;
+  OpCounts ops;
+};
+
+// RewriteWith: the original, loaded afresh (a stacked layout rewrites the module's parameters
+// too), rewritten with `rules` and counted.
+absl::StatusOr<UntimedAttempt> RewriteWith(const PipelineRequest& req, std::shared_ptr<const RuleSet> rules,
+                                           const LoadedModel& original) {
+  UntimedAttempt a;
+  a.rules = std::move(rules);
+  auto model = LoadModel(req.model_path);
+  if (!model.ok()) return model.status();
+  a.loaded = original;
+  a.loaded.model = *std::move(model);
+  a.loaded.samples = {a.loaded.model.module._ivalue()};
+  a.loaded.samples.insert(a.loaded.samples.end(), a.loaded.inputs.begin(), a.loaded.inputs.end());
+  auto report = Rewrite(req, *a.rules, &a.loaded);
+  if (!report.ok()) return report.status();
+  a.report = *std::move(report);
+  auto ops = CountRewrittenOps(a.loaded);
+  if (!ops.ok()) return ops.status();
+  a.ops = *ops;
+  return a;
+}
+
+// DropRulesThatAddLaunches: the search above; `out` takes the best rewrite found, and
+// `out->untimed_dropped` the rules it leaves out, with the launches the rewrite with them made.
+void DropRulesThatAddLaunches(const PipelineRequest& req, std::shared_ptr<const RuleSet> rules, Outcome* out) {
+  const OpCounts first = out->ops_after;
+  std::vector<std::string> dropped;
+  std::optional<UntimedAttempt> best;
+  int budget = kMaxUntimedRewrites;
+  std::string growth;
+  int64_t current = UntimedLaunches(out->ops_after);
+  const RewriteStats* fired = &out->optimization->stats;
+  while (budget > 0) {
+    std::optional<UntimedAttempt> round_best;
+    std::string round_drop;
+    for (const auto& [name, n] : fired->applications) {
+      if (budget-- <= 0) break;
+      auto attempt = RewriteWith(req, rules->Without({name}), *out->loaded);
+      if (!attempt.ok() || attempt->report.stats.applications.empty()) continue;
+      if (UntimedLaunches(attempt->ops) >= current) continue;
+      if (round_best && UntimedLaunches(attempt->ops) >= UntimedLaunches(round_best->ops)) continue;
+      round_best = *std::move(attempt);
+      round_drop = name;
+    }
+    if (!round_best) break;
+    current = UntimedLaunches(round_best->ops);
+    rules = round_best->rules;
+    dropped.push_back(round_drop);
+    best = std::move(round_best);
+    fired = &best->report.stats;
+    if (!UntimedGrowth(out->loaded->ops, best->ops, &growth)) break;
+  }
+  if (!best) return;
+  out->loaded->model = best->loaded.model;
+  out->loaded->samples = best->loaded.samples;
+  out->optimization = std::move(best->report);
+  out->ops_after = best->ops;
+  out->rewrites = 0;
+  for (const auto& [name, n] : out->optimization->stats.applications) out->rewrites += n;
+  out->untimed_dropped = dropped;
+  out->untimed_dropped_launches = UntimedLaunches(first);
+}
+
 // ---- save and validate ----------------------------------------------------------------------
 
 absl::Status Save(const PipelineRequest& req, const LoadedModel& loaded) {
@@ -321,6 +417,11 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
   auto after = CountRewrittenOps(*out->loaded);
   if (!after.ok()) return ModelError(PipelineStage::kCount, "validation failure", after.status());
   out->ops_after = *after;
+  if (UntimedAblationApplies(req, *out)) {
+    auto ta = Clock::now();
+    DropRulesThatAddLaunches(req, rules, out);
+    out->timings_ms["untimed_ablation"] = MsSince(ta);
+  }
   auto t3 = Clock::now();
   if (absl::Status saved = Save(req, *out->loaded); !saved.ok()) return OutputError(PipelineStage::kSave, saved);
   out->timings_ms["save"] = MsSince(t3);

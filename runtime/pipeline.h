@@ -165,6 +165,10 @@ struct Outcome {
   std::optional<MemoryJudgement> memory;
   std::optional<OptimizeReport> optimization;
   OpCounts ops_after;
+  // Untimed, the rules left out because the rewrite with them made no fewer kernel launches than
+  // the original (pipeline.cc's untimed ablation), and the launches that rewrite made.
+  std::vector<std::string> untimed_dropped;
+  int64_t untimed_dropped_launches = -1;
   std::optional<Validation> validation;
   int64_t rewrites = 0;
   std::string artifact_sha256;

@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace sentier {
 namespace {
@@ -160,6 +161,18 @@ void DecideFresh(const PipelineRequest& req, Outcome* out) {
                          ValidationModeName(req.mode), ").")
           : absl::StrCat(out->rewrites, " rewrites applied", out->selection ? " (faster when timed)" : "", ".");
   if (out->validation && out->placement.timed) return JudgeTimed(req, optimized, out);
+  const std::string left_out =
+      out->untimed_dropped.empty()
+          ? std::string()
+          : absl::StrCat(" Left out: ", absl::StrJoin(out->untimed_dropped, ", "), " (with every rule that fired the graph made ",
+                         out->untimed_dropped_launches, " kernel launches per ",
+                         out->ops_after.launches_training_step >= 0 ? "training step" : "forward", ", the original ",
+                         out->loaded->ops.launches_training_step >= 0 ? out->loaded->ops.launches_training_step
+                                                                       : out->loaded->ops.launches_forward,
+                         ", this graph ",
+                         out->ops_after.launches_training_step >= 0 ? out->ops_after.launches_training_step
+                                                                    : out->ops_after.launches_forward,
+                         ").");
   std::string growth;
   if (!out->selection && !out->placement.timed && !req.allow_growth &&
       UntimedGrowth(out->loaded->ops, out->ops_after, &growth)) {
@@ -171,7 +184,7 @@ void DecideFresh(const PipelineRequest& req, Outcome* out) {
                                kKeptOriginal),
                   out);
   }
-  Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized, out);
+  Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized + left_out, out);
 }
 
 void Fail(PipelineStage stage, absl::string_view what, const absl::Status& status, bool output,

@@ -12,6 +12,8 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/graph_runner.h"
@@ -79,6 +81,56 @@ TEST(PipelineTest, TowersAreOptimizedValidatedAndReported) {
   EXPECT_EQ(j["aten_ops_per_forward_after"], out.ops_after.forward);
   EXPECT_LT(out.ops_after.launches_training_step, out.loaded->ops.launches_training_step);
   EXPECT_EQ(j["kernel_launches_per_training_step_after"], out.ops_after.launches_training_step);
+}
+
+// Optimus' mutate_cat shape: runs of split pieces catted, pieces also read by other cats.
+// Every rule together makes more kernel launches per training step than the original (one rule
+// turns pieces into slices, whose backward is a fill and a copy each); without that rule the
+// other rules' cats of runs and flattened cats make fewer. Untimed, the pipeline publishes the
+// rewrite without it and says so.
+TEST(PipelineTest, UntimedRewriteLeavesOutTheRuleThatAddsLaunches) {
+  torch::jit::Module m("MutateCat");
+  m.define(R"TS(
+def forward(self, x):
+    l1 = torch.split(x, [5, 5, 20, 2, 2, 2, 2, 2, 4, 1, 5], dim=1)
+    cat = torch.cat((l1[6], l1[7], l1[8], l1[9], l1[10], l1[2], l1[3], l1[4], l1[5]), dim=1)
+    cat_1 = torch.cat((l1[0], l1[1]), dim=1)
+    cat_2 = torch.cat((l1[0], l1[10]), dim=1)
+    l2 = torch.split(cat_1, [2, 3, 5], dim=1)
+    l3 = torch.split(cat_2, [1, 6, 3], dim=1)
+    output = torch.cat([l2[0], l2[1], l2[2], l3[0], l3[1], l3[2], l1[2]], dim=1)
+    return torch.cat((output, cat), dim=1)
+)TS");
+  PipelineRequest req;
+  req.model_path = TempPath("mutate_cat.pt");
+  req.inputs_path = TempPath("mutate_cat_inputs.pt");
+  m.save(req.model_path);
+  std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create({at::randn({8, 50})}));
+  std::ofstream(req.inputs_path, std::ios::binary).write(bytes.data(), bytes.size());
+  auto rules = LoadRules({DefaultRulesDir()});
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  req.rules = *rules;
+  req.artifact_path = TempPath("mutate_cat_opt.pt");
+  req.validate = true;
+
+  Outcome out = OptimizeModel(req);
+  ASSERT_FALSE(out.failed_stage) << out.reason;
+  EXPECT_EQ(out.status, ReportStatus::kOptimized) << out.reason;
+  EXPECT_EQ(out.untimed_dropped, std::vector<std::string>{"piece_runs_to_slices"});
+  EXPECT_EQ(out.optimization->stats.applications.count("piece_runs_to_slices"), 0u);
+  EXPECT_GT(out.untimed_dropped_launches, out.loaded->ops.launches_training_step);
+  EXPECT_LT(out.ops_after.launches_training_step, out.loaded->ops.launches_training_step);
+  EXPECT_NE(out.reason.find("Left out: piece_runs_to_slices"), std::string::npos) << out.reason;
+  ASSERT_TRUE(out.validation);
+  EXPECT_TRUE(out.validation->check.equivalent);
+  nlohmann::json j = BuildReport(req, out, "test");
+  EXPECT_EQ(j["untimed_dropped_rules"], nlohmann::json::array({"piece_runs_to_slices"}));
+
+  req.allow_growth = true;  // the owner's choice: every rule, no ablation
+  out = OptimizeModel(req);
+  EXPECT_EQ(out.status, ReportStatus::kOptimized) << out.reason;
+  EXPECT_TRUE(out.untimed_dropped.empty());
+  EXPECT_GT(out.optimization->stats.applications.count("piece_runs_to_slices"), 0u);
 }
 
 TEST(PipelineTest, NoRuleKeepsTheOriginalByteForByte) {

@@ -525,6 +525,38 @@ def forward(self, x):
 // nothing else reads, so its in-place updates become out-of-place adds (the facts give both
 // operands one dtype). A tensor also read elsewhere, a view, an operand of another dtype and a
 // graph without facts keep their in-place updates.
+// list(torch.split(...)) and list concatenation (`[other] + list(pieces) + [a, b]`, scripted
+// Optimus shapes) are new lists of known pieces: the cat reads the pieces, as in the traced twin;
+// a list(...) of a list that is written later stays a copy.
+TEST(NormalizeSplitFamilyTest, CopiesAndConcatenationsOfPieceListsBecomeThePieces) {
+  torch::jit::Module m("Copies");
+  m.define(R"TS(
+def forward(self, x):
+    items = list(torch.split(x, 1, dim=1))
+    squeezed = [torch.squeeze(s, 1) for s in items]
+    pieces = torch.split(x * 2.0, [2, 2], 1)
+    other = pieces[0] * 1.5
+    joined = [other] + list(pieces) + list([pieces[1], pieces[0]])
+    kept = [x, x]
+    copy = list(kept)
+    kept.append(x * 3.0)
+    return (torch.stack(squeezed).sum(0) + torch.cat(joined, 1).sum(1, keepdim=True) +
+            torch.cat(copy, 1).sum(1, keepdim=True) - torch.cat(kept, 1).sum(1, keepdim=True))
+)TS");
+  auto g = InlinedForward(m);
+  g->inputs()[1]->setType(c10::TensorType::createContiguous(at::kFloat, at::kCPU, {3, 4}));
+  auto original = g->copy();
+  CanonicalizeOptions options;
+  options.self = m._ivalue();
+  EXPECT_TRUE(Canonicalize(g, options, nullptr));
+  FileCheck().check_not("prim::Loop")->check_not("Tensor[] = aten::add")->run(*g);
+  FileCheck().check_count("aten::list", 1, /*exactly=*/true)->check("aten::append")->run(*g);
+  FileCheck().check_count("aten::squeeze", 4, /*exactly=*/true)->run(*g);
+  at::Tensor x = torch::randn({3, 4});
+  EXPECT_TRUE(at::equal(RunGraphOn(original, {m._ivalue(), x})[0].toTensor(),
+                        RunGraphOn(g, {m._ivalue(), x})[0].toTensor()));
+}
+
 TEST(OutOfPlaceUpdatesTest, FreshAccumulatorUpdatedOutOfPlace) {
   const char* ir = R"IR(
 graph(%x0 : Tensor, %x1 : Tensor, %x2 : Tensor, %w : Tensor, %d : Tensor):

@@ -5,7 +5,9 @@
 //   split(x, s, d) == split_with_sizes(x, [s, ..., rest], d) when x.size(d) is static;
 //   op(..., -k) == op(..., rank - k);  parts[k] == ListUnpack(parts)[k];
 //   parts[a:b:c] == [ListUnpack(parts)[i] for i in range(a, b, c)] (a new list either way);
-//   items.extend(parts) == items.append(p) for each piece p, in order.
+//   items.extend(parts) == items.append(p) for each piece p, in order;
+//   list(parts) == [ListUnpack(parts)[i] for every i], and list([a, b]) == [a, b] when nothing
+//   writes the first list (a new list either way).
 // Sizes and ranks come from the facts or IR types, and through the pieces of a split with
 // constant sections (KnownSize), so that the splits of pieces a loop unrolling made are
 // normalized too.
@@ -297,6 +299,12 @@ c10::optional<std::vector<int64_t>> SliceIndices(Node* slice, int64_t count) {
   return out;
 }
 
+// list(parts): aten::list(t[] l), a shallow copy of a list.
+bool IsListCopy(Node* n) {
+  return n->kind() == c10::aten::list && n->inputs().size() == 1 && n->outputs().size() == 1 &&
+         n->input(0)->type()->kind() == c10::TypeKind::ListType;
+}
+
 bool IsSplitFamily(Node* n) {
   c10::Symbol k = n->kind();
   return k == kSplitWithSizes || k == c10::aten::split || k == c10::aten::chunk ||
@@ -319,6 +327,17 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
     n->output()->replaceAllUsesWith(list->input(i));
     changed = true;
   }
+  // list([a, b, c]) is a new list of the same elements: a new prim::ListConstruct.
+  for (Node* n : nodes) {
+    if (!IsListCopy(n)) continue;
+    Node* list = n->input(0)->node();
+    if (list->kind() != c10::prim::ListConstruct || !ListIsReadOnly(n->input(0))) continue;
+    WithInsertPoint guard(n);
+    Node* lc = g->insertNode(g->createList(n->output()->type()->expectRef<c10::ListType>().getElementType(),
+                                           list->inputs()));
+    n->output()->replaceAllUsesWith(lc->output());  // the copy is left for dead_code
+    changed = true;
+  }
   for (Node* n : nodes) {
     if (!IsSplitFamily(n) || n->outputs().size() != 1) continue;
     Value* list = n->output();
@@ -327,7 +346,7 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
       c10::Symbol k = u.user->kind();
       interesting |= k == kGetItem || k == kLen ||
                      ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) ||
-                     IsListSlice(u.user) || IsExtendBy(u.user, list);
+                     IsListSlice(u.user) || IsExtendBy(u.user, list) || IsListCopy(u.user);
     }
     if (!interesting || !ListIsReadOnly(list)) continue;
     c10::optional<int64_t> count = PieceCount(list, facts);
@@ -374,6 +393,12 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
         for (Value* piece : unpack->outputs()) g->insert(c10::aten::append, {user->input(0), piece});
         user->destroy();  // not in `nodes`: extend is no kind this pass looks at
         changed = true;
+      } else if (IsListCopy(user)) {
+        std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
+        WithInsertPoint guard(user);
+        Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
+        user->output()->replaceAllUsesWith(lc->output());  // the copy is left for dead_code
+        changed = true;
       } else if (IsListSlice(user)) {
         c10::optional<std::vector<int64_t>> which = SliceIndices(user, *count);
         if (!which) continue;
@@ -399,7 +424,7 @@ bool NormalizeSplitFamilyLooksAt(c10::Symbol k) {
       kUnsafeSplitWithSizes, kUnsafeChunk,   kGetItem,             c10::aten::split,
       c10::aten::chunk, c10::aten::unbind,   c10::aten::cat,       c10::aten::stack,
       c10::aten::unsqueeze, c10::aten::squeeze, c10::aten::select, c10::aten::slice,
-      c10::aten::narrow};
+      c10::aten::narrow, c10::aten::list};
   return kinds->contains(k);
 }
 

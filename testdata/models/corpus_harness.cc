@@ -83,7 +83,8 @@ std::vector<Archive> ArchivesOf(const std::string& dir) {
   return out;
 }
 
-absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, bool stacked) {
+absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, bool stacked,
+                                          const std::vector<std::string>& without) {
   std::ifstream probe(a.path());
   if (!probe.good()) return absl::NotFoundError(absl::StrCat(a.path(), " is missing"));
   auto model = LoadModel(a.path());
@@ -107,7 +108,7 @@ absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, b
   opts.self = o.model.module._ivalue();
   opts.sample_inputs = &samples;
   opts.stacked_parameters = stacked;
-  auto report = OptimizeGraph(o.model.graph, *rules, opts);
+  auto report = OptimizeGraph(o.model.graph, without.empty() ? *rules : *rules->Without(without), opts);
   if (!report.ok()) return report.status();
   o.report = *report;
   auto ops = CountAtenOps(o.model.graph, samples);

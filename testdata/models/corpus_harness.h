@@ -60,9 +60,11 @@ struct Optimized {
   int64_t aten_ops_after = -1;      // per forward, of the optimized graph
 };
 
-// Loads and optimizes one archive with the shipped rules; sets *skip when this LibTorch cannot
-// read an archive of a newer torch.
-absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, bool stacked = false);
+// Loads and optimizes one archive with the shipped rules, less those named in `without` (the
+// rules sentier_opt's untimed decision left out); sets *skip when this LibTorch cannot read an
+// archive of a newer torch.
+absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, bool stacked = false,
+                                          const std::vector<std::string>& without = {});
 
 // The rules `expected` names must fire ("a|b": one of them; scripted and traced code spell some
 // idioms differently), and no rule may fail or be stopped.

@@ -8,7 +8,8 @@ DIR (torch1.13/ by default), runs
 
 and records, per kind, under the entry's `sentier_opt`: the rules that fired (`rule_counts`),
 the status sentier_opt gives the result (`optimized` or `unchanged`, and the reason when
-unchanged), the matches legality refused (`rejected_by_legality`), and the aten ops per forward
+unchanged), the rules it left out because the rewrite with them made no fewer kernel launches
+(`untimed_dropped_rules`), the matches legality refused (`rejected_by_legality`), and the aten ops per forward
 and, where a rule fired, per training step before and after, as the report counts them; `expect_rules` (per kind) becomes the rules that fired. Hand-written fields
 (`optimus_pass`, `spelling`, `description`, `negative`, `forbid_rules`, `gap`) are kept.
 
@@ -69,6 +70,8 @@ def measure(sentier_opt: str, archive: str, inputs: str, tmp: str) -> dict:
         got["kernel_launches_per_training_step"] = [
             report["kernel_launches_per_training_step_before"],
             report["kernel_launches_per_training_step_after"]]
+    if report.get("untimed_dropped_rules"):  # left out: with them, no fewer kernel launches
+        got["untimed_dropped_rules"] = sorted(report["untimed_dropped_rules"])
     refused = {k: v for k, v in sorted(report.get("rejected_by_legality", {}).items()) if v}
     if refused:
         got["rejected_by_legality"] = refused
