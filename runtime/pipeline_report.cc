@@ -61,7 +61,9 @@ void AddOpCounts(const Outcome& out, nlohmann::json* j) {
   if (after.launches_training_step >= 0) {
     (*j)["kernel_launches_per_training_step_after"] = after.launches_training_step;
   }
-  if (!out.untimed_dropped.empty()) (*j)["untimed_dropped_rules"] = out.untimed_dropped;
+  if (out.status == ReportStatus::kOptimized && !out.untimed_dropped.empty()) {
+    (*j)["untimed_dropped_rules"] = out.untimed_dropped;
+  }
 }
 
 // Timed figures of the judged step and the CUDA kernel counts, where the check timed them.
