@@ -209,12 +209,19 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                       return Datum::Seq(std::move(out));
                     }};
   f["number"] = {1, 1,
-                 "number(%v): the number a constant holds: an int, float or bool constant, or a "
+                 "number(%v or $c): the number a constant holds: an int, float or bool constant, or a "
                  "one-element tensor constant (tracing records a Python number added to a tensor so)",
                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                   SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-                   if (vs.size() != 1) return Err("number() takes one value");
-                   c10::optional<c10::IValue> iv = torch::jit::toIValue(vs[0]);
+                   c10::optional<c10::IValue> iv;
+                   if (a[0].kind == Datum::Kind::kInt || a[0].kind == Datum::Kind::kFloat) return a[0];
+                   if (a[0].kind == Datum::Kind::kBool) return Datum::Int(a[0].b ? 1 : 0);
+                   if (a[0].kind == Datum::Kind::kOpaque) {
+                     iv = a[0].opaque;  // a bound constant ($c) that is no int, float or bool
+                   } else {
+                     SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                     if (vs.size() != 1) return Err("number() takes one value");
+                     iv = torch::jit::toIValue(vs[0]);
+                   }
                    if (!iv) return Err("number(): not a constant");
                    if (iv->isTensor()) {
                      const at::Tensor t = iv->toTensor();

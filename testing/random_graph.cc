@@ -1006,10 +1006,12 @@ class Gen {
     int64_t k = P(0.75) ? R(2, 4) : 1;
     int x = PickAny();
     int64_t alpha = P(0.85) ? 1 : 2;
+    // Sometimes a mul by one number (a scale before each branch's activation; batch_mul_scalar).
+    const bool by_number = op == std::string("mul") && P(0.4);
     for (int64_t i = 0; i < k; ++i) {
       int a = i == 0 ? x : SameShape(x);
-      int b = SameShape(x);
-      std::string args = absl::StrCat(Use(a), ", ", Use(b));
+      int b = by_number ? a : SameShape(x);
+      std::string args = by_number ? absl::StrCat(Use(a), ", ", Float(1.5)) : absl::StrCat(Use(a), ", ", Use(b));
       if (op == "add" || op == "sub") absl::StrAppend(&args, ", ", Int(alpha));
       std::string y = Fresh();
       Emit(y + " : Tensor", absl::StrCat("aten::", op, "(", args, ")"));
