@@ -144,9 +144,19 @@ bool PointwiseWithOperands(c10::Symbol k) {
 
 // Pointwise ops whose result has the shape of their first input when no other argument is a
 // tensor (`x * 0.5`, `x.clamp(0, 6)`).
+// OneElementTensorConstant: a tensor constant of one element and at most one dim, as tracing
+// records a Python number in `x * 2.0`: against a tensor of rank 1 or more it broadcasts without
+// changing the shape.
+bool OneElementTensorConstant(Value* v) {
+  if (v->node()->kind() != c10::prim::Constant || v->type()->kind() != c10::TypeKind::TensorType) return false;
+  c10::optional<c10::IValue> iv = torch::jit::toIValue(v);
+  return iv && iv->isTensor() && iv->toTensor().numel() == 1 && iv->toTensor().dim() <= 1;
+}
+
 bool KeepsInputShapeWithScalars(Node* n) {
   if (!PointwiseWithOperands(n->kind())) return false;
   for (size_t i = 1; i < n->inputs().size(); ++i) {
+    if (OneElementTensorConstant(n->input(i))) continue;  // traced `x * 2.0`
     if (n->input(i)->type()->kind() == c10::TypeKind::TensorType ||
         n->input(i)->type()->kind() == c10::TypeKind::OptionalType) {
       return false;
