@@ -7,6 +7,8 @@
 #include "passes/internal/group_search.h"
 
 #include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
 #include <torch/csrc/jit/testing/file_check.h>
 
 #include "passes/internal/rule_engine_testing.h"
@@ -340,6 +342,39 @@ graph(%xs : Tensor[], %w : Float(16, 8), %flag : bool):
   EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("b"), nullptr));  // no facts, no ranks
   facts.Set(g.value("b"), BatchFact(4, 6));
   EXPECT_FALSE(ProvablySameShape(g.value("a"), g.value("b"), &facts));  // other dims differ
+}
+
+// Traced code records `x * 0.5` as a mul by a one-element tensor constant: the product keeps x's
+// shape, so the join still proves the inputs equal. A constant of more elements (it could
+// broadcast x to another shape) proves nothing.
+TEST(GroupSearchTest, AMulByAOneElementTensorConstantKeepsTheShape) {
+  for (bool one_element : {true, false}) {
+    auto g = ParseGraph(R"IR(
+graph(%xs : Tensor[], %w : Float(16, 8)):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %half : float = prim::Constant[value=0.5]()
+  %none : NoneType = prim::Constant()
+  %a : Tensor = aten::__getitem__(%xs, %zero)
+  %b : Tensor = aten::__getitem__(%xs, %one)
+  %la : Tensor = aten::linear(%a, %w, %none)
+  %mb : Tensor = aten::mul(%b, %half)
+  %lb : Tensor = aten::linear(%mb, %w, %none)
+  %l1 : Tensor[] = prim::ListConstruct(%la, %lb)
+  %y1 : Tensor = aten::cat(%l1, %one)
+  return (%y1)
+)IR");
+    Node* mul = g.node("mb");
+    torch::jit::Value* c = nullptr;
+    {
+      torch::jit::WithInsertPoint guard(mul);
+      c = g->insertConstant(one_element ? at::ones({1}) : at::ones({3, 1, 8}));
+    }
+    mul->replaceInput(1, c);
+    ShapeFacts facts;
+    for (const char* v : {"a", "b"}) facts.Set(g.value(v), BatchFact(4, 8));
+    EXPECT_EQ(ProvablySameShape(g.value("a"), g.value("b"), &facts), one_element);
+  }
 }
 
 }  // namespace
