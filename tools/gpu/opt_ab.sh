@@ -3,9 +3,12 @@
 # `sentier_opt` with its default settings (every rule, no gate) does to a model's speed on CUDA,
 # as users run artifacts (tools/gpu/ab_time.py: executor defaults, A/B alternated), forward and
 # training step. Models: corpus models (torch2.11 archives, inputs at --batch) and example models
-# (tools/make_example_model, e.g. highway: 20 layers, g * x + (1 - g) * x * 0.5).
+# (tools/make_example_model, e.g. highway: 20 layers, g * x + (1 - g) * x * 0.5) and bench-suite
+# models (bench/models.h, written by `model_bench --export_dir` on the CPU without the gate: its
+# original.pt and inputs.pt at --batch).
 #
 #   tools/gpu/opt_ab.sh [--batch=4096] [--corpus=highway,towers] [--examples=highway]
+#                       [--bench=dlrm,dcn,mmoe,highway256,split_cat_chains,wide_branches]
 #                       [--rounds=6] [--steps=10]
 #
 # Writes ${OUT:-build}/opt-ab.md (one row per model: aten ops, forward and training-step
@@ -13,12 +16,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build}"
-batch=4096; corpus=highway,towers,wide,mmoe,dlrm; examples=highway; rounds=6; steps=10
+batch=4096; corpus=highway,towers,wide,mmoe,dlrm; examples=highway; bench=""; rounds=6; steps=10
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
     --corpus=*) corpus="${a#--corpus=}" ;;
     --examples=*) examples="${a#--examples=}" ;;
+    --bench=*) bench="${a#--bench=}" ;;
     --rounds=*) rounds="${a#--rounds=}" ;;
     --steps=*) steps="${a#--steps=}" ;;
     *) echo "opt_ab: unknown argument '$a'" >&2; exit 2 ;;
@@ -50,4 +54,13 @@ done
 for m in ${corpus//,/ }; do
   ab "corpus $m" "testdata/models/torch2.11/$m/scripted.pt" "$work/inputs/$m/inputs.pt"
 done
+if [[ -n "$bench" ]]; then
+  [[ -x build/cmake/model_bench ]] || tools/gpu/build_and_test.sh --build_only --targets=model_bench || exit 1
+  SENTIER_RULES_DIR="$PWD/patterns" build/cmake/model_bench --device=cpu --gate=off --batch="$batch" \
+    --models="$bench" --export_dir="$work/bench" --benchmark_filter=NONE >"$work/bench.log" 2>&1 ||
+    { tail -5 "$work/bench.log"; exit 1; }
+  for m in ${bench//,/ }; do
+    ab "bench $m" "$work/bench/$m/original.pt" "$work/bench/$m/inputs.pt"
+  done
+fi
 printf '%s\n' "$rows" | tee "$out/opt-ab.md"
