@@ -247,12 +247,6 @@ absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded) {
 constexpr int kMaxUntimedRewrites = 12;
 constexpr double kMaxUntimedRewriteMs = 2000;
 
-// The count UntimedGrowth compares: launches per training step where both were counted, else
-// per forward.
-int64_t UntimedLaunches(const OpCounts& c) {
-  return c.launches_training_step >= 0 ? c.launches_training_step : c.launches_forward;
-}
-
 bool UntimedAblationApplies(const PipelineRequest& req, const Outcome& out) {
   std::string growth;
   return !out.selection && !out.placement.timed && !req.allow_growth && out.loaded->model.is_module &&

@@ -138,6 +138,17 @@ void Decide(const PipelineRequest& req, Outcome* out) {
   }
 }
 
+// LeftOutUntimed: " Left out: a, b (with every rule that fired the graph made N kernel launches
+// per training step, the original M, this graph K)." where the untimed ablation left rules out.
+std::string LeftOutUntimed(const Outcome& out) {
+  if (out.untimed_dropped.empty()) return "";
+  return absl::StrCat(" Left out: ", absl::StrJoin(out.untimed_dropped, ", "),
+                      " (with every rule that fired the graph made ", out.untimed_dropped_launches,
+                      " kernel launches per ", out.ops_after.launches_training_step >= 0 ? "training step" : "forward",
+                      ", the original ", UntimedLaunches(out.loaded->ops), ", this graph ",
+                      UntimedLaunches(out.ops_after), ").");
+}
+
 void DecideFresh(const PipelineRequest& req, Outcome* out) {
   out->memory_hint = MemoryHint(req, *out);
   if (out->selection) out->memory = GateMemory(*out->selection, out->placement.margins);
@@ -161,18 +172,6 @@ void DecideFresh(const PipelineRequest& req, Outcome* out) {
                          ValidationModeName(req.mode), ").")
           : absl::StrCat(out->rewrites, " rewrites applied", out->selection ? " (faster when timed)" : "", ".");
   if (out->validation && out->placement.timed) return JudgeTimed(req, optimized, out);
-  const std::string left_out =
-      out->untimed_dropped.empty()
-          ? std::string()
-          : absl::StrCat(" Left out: ", absl::StrJoin(out->untimed_dropped, ", "), " (with every rule that fired the graph made ",
-                         out->untimed_dropped_launches, " kernel launches per ",
-                         out->ops_after.launches_training_step >= 0 ? "training step" : "forward", ", the original ",
-                         out->loaded->ops.launches_training_step >= 0 ? out->loaded->ops.launches_training_step
-                                                                       : out->loaded->ops.launches_forward,
-                         ", this graph ",
-                         out->ops_after.launches_training_step >= 0 ? out->ops_after.launches_training_step
-                                                                    : out->ops_after.launches_forward,
-                         ").");
   std::string growth;
   if (!out->selection && !out->placement.timed && !req.allow_growth &&
       UntimedGrowth(out->loaded->ops, out->ops_after, &growth)) {
@@ -184,7 +183,7 @@ void DecideFresh(const PipelineRequest& req, Outcome* out) {
                                kKeptOriginal),
                   out);
   }
-  Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized + left_out, out);
+  Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized + LeftOutUntimed(*out), out);
 }
 
 void Fail(PipelineStage stage, absl::string_view what, const absl::Status& status, bool output,

@@ -12,8 +12,6 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/ir/irparser.h>
-#include <torch/csrc/jit/serialization/pickle.h>
-#include <torch/script.h>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/graph_runner.h"
@@ -26,15 +24,20 @@ namespace {
 
 const bool kTorchSettings = (ApplyTorchSettings(), true);
 
-std::string CorpusModel(const std::string& name, const std::string& file) {
-  std::string root = "testdata/models";
+// A torch 1.13 archive of a test set under testdata/ (models: the corpus; optimus_conformance).
+std::string TestdataModel(const std::string& set, const std::string& name, const std::string& file) {
+  std::string root = "testdata/" + set;
   for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
     if (const char* v = std::getenv(var)) {
-      root = absl::StrCat(v, "/sentier/testdata/models");
+      root = absl::StrCat(v, "/sentier/testdata/", set);
       break;
     }
   }
   return absl::StrCat(root, "/torch1.13/", name, "/", file);
+}
+
+std::string CorpusModel(const std::string& name, const std::string& file) {
+  return TestdataModel("models", name, file);
 }
 
 std::string TempPath(const std::string& name) {
@@ -83,30 +86,15 @@ TEST(PipelineTest, TowersAreOptimizedValidatedAndReported) {
   EXPECT_EQ(j["kernel_launches_per_training_step_after"], out.ops_after.launches_training_step);
 }
 
-// Optimus' mutate_cat shape: runs of split pieces catted, pieces also read by other cats.
-// Every rule together makes more kernel launches per training step than the original (one rule
-// turns pieces into slices, whose backward is a fill and a copy each); without that rule the
-// other rules' cats of runs and flattened cats make fewer. Untimed, the pipeline publishes the
-// rewrite without it and says so.
+// Optimus' mutate_cat shape (the conformance set's mutate_cat_explicit): runs of split pieces
+// catted, pieces also read by other cats. Every rule together makes more kernel launches per
+// training step than the original (one rule turns pieces into slices, whose backward is a fill
+// and a copy each); without that rule the other rules' cats of runs and flattened cats make
+// fewer. Untimed, the pipeline publishes the rewrite without it and says so.
 TEST(PipelineTest, UntimedRewriteLeavesOutTheRuleThatAddsLaunches) {
-  torch::jit::Module m("MutateCat");
-  m.define(R"TS(
-def forward(self, x):
-    l1 = torch.split(x, [5, 5, 20, 2, 2, 2, 2, 2, 4, 1, 5], dim=1)
-    cat = torch.cat((l1[6], l1[7], l1[8], l1[9], l1[10], l1[2], l1[3], l1[4], l1[5]), dim=1)
-    cat_1 = torch.cat((l1[0], l1[1]), dim=1)
-    cat_2 = torch.cat((l1[0], l1[10]), dim=1)
-    l2 = torch.split(cat_1, [2, 3, 5], dim=1)
-    l3 = torch.split(cat_2, [1, 6, 3], dim=1)
-    output = torch.cat([l2[0], l2[1], l2[2], l3[0], l3[1], l3[2], l1[2]], dim=1)
-    return torch.cat((output, cat), dim=1)
-)TS");
   PipelineRequest req;
-  req.model_path = TempPath("mutate_cat.pt");
-  req.inputs_path = TempPath("mutate_cat_inputs.pt");
-  m.save(req.model_path);
-  std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create({at::randn({8, 50})}));
-  std::ofstream(req.inputs_path, std::ios::binary).write(bytes.data(), bytes.size());
+  req.model_path = TestdataModel("optimus_conformance", "mutate_cat_explicit", "scripted.pt");
+  req.inputs_path = TestdataModel("optimus_conformance", "mutate_cat_explicit", "inputs.pt");
   auto rules = LoadRules({DefaultRulesDir()});
   ASSERT_TRUE(rules.ok()) << rules.status();
   req.rules = *rules;

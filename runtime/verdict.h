@@ -171,6 +171,12 @@ struct OpCounts {
 // forward ops and removes many backward ones), else per forward. `*what` names the measure, the
 // step and the two counts, as "more kernel launches per training step (forward and backward) (122
 // vs 116)" or "as many kernel launches per forward (30 vs 30)".
+// UntimedLaunches: the launch count of one graph that the untimed decision reads: per training
+// step where it was counted, else per forward.
+inline int64_t UntimedLaunches(const OpCounts& c) {
+  return c.launches_training_step >= 0 ? c.launches_training_step : c.launches_forward;
+}
+
 inline bool UntimedGrowth(const OpCounts& before, const OpCounts& after, std::string* what) {
   const bool launches = before.launches_forward >= 0 && after.launches_forward >= 0;
   const int64_t b_step = launches ? before.launches_training_step : before.training_step;

@@ -142,8 +142,6 @@ bool PointwiseWithOperands(c10::Symbol k) {
   return OneOf(k, {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::clamp"});
 }
 
-// Pointwise ops whose result has the shape of their first input when no other argument is a
-// tensor (`x * 0.5`, `x.clamp(0, 6)`).
 // OneElementTensorConstant: a tensor constant of one element and at most one dim, as tracing
 // records a Python number in `x * 2.0`: against a tensor of rank 1 or more it broadcasts without
 // changing the shape.
@@ -153,6 +151,8 @@ bool OneElementTensorConstant(Value* v) {
   return iv && iv->isTensor() && iv->toTensor().numel() == 1 && iv->toTensor().dim() <= 1;
 }
 
+// Pointwise ops whose result has the shape of their first input when no other argument is a
+// tensor, or only a one-element tensor constant (`x * 0.5`, `x.clamp(0, 6)`, traced `x * 2.0`).
 bool KeepsInputShapeWithScalars(Node* n) {
   if (!PointwiseWithOperands(n->kind())) return false;
   for (size_t i = 1; i < n->inputs().size(); ++i) {
