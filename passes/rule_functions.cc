@@ -729,6 +729,189 @@ absl::StatusOr<bool> SplitPiecesAcrossDim(const std::vector<Datum>& a, EvalConte
   return false;
 }
 
+// ---------------------------------------------------------------------------------------------
+// stack_runs_to_views(%y): stack(list, e) whose list holds runs of consecutive pieces of one
+// unbind or of one split with equal sections, each piece possibly reshaped to one constant shape.
+
+// A stack member read as piece `index` of `source` (aten::unbind, or split_with_sizes with
+// constant sections) on dim `dim`, through an optional reshape/view to the constant `shape`.
+struct StackMember {
+  Node* source = nullptr;
+  size_t index = 0;
+  int64_t dim = 0;
+  c10::optional<std::vector<int64_t>> shape;
+};
+
+c10::optional<StackMember> AsStackMember(Value* v) {
+  StackMember m;
+  Node* n = v->node();
+  if ((n->kind() == c10::aten::reshape || n->kind() == c10::aten::view) && n->inputs().size() == 2) {
+    c10::optional<Datum> shape = DatumFromConstant(n->input(1));
+    if (!shape || shape->kind != Datum::Kind::kList) return c10::nullopt;
+    std::vector<int64_t> dims;
+    for (const Datum& x : shape->list) {
+      if (x.kind != Datum::Kind::kInt) return c10::nullopt;
+      dims.push_back(x.i);
+    }
+    m.shape = dims;
+    v = n->input(0);
+    n = v->node();
+  }
+  if (n->kind() != c10::prim::ListUnpack) return c10::nullopt;
+  Node* s = n->input(0)->node();
+  bool unbind = s->kind() == c10::aten::unbind && s->inputs().size() == 2;
+  if (!unbind && (!IsSplitWithSizes(s) || s->inputs().size() != 3)) return c10::nullopt;
+  c10::optional<Datum> dim = DatumFromConstant(s->inputs().back());
+  if (!dim || dim->kind != Datum::Kind::kInt || dim->i < 0) return c10::nullopt;
+  m.source = s;
+  m.index = v->offset();
+  m.dim = dim->i;
+  return m;
+}
+
+// A run of stack members [first, first + count) that are consecutive pieces of one source.
+struct StackRun {
+  size_t first = 0;
+  size_t count = 0;
+  StackMember head;
+};
+
+// Section sizes of a source's pieces (1 for an unbind's), or nullopt when not constant.
+c10::optional<std::vector<int64_t>> SourceSections(Node* source) {
+  if (source->kind() == c10::aten::unbind) {
+    Node* unpack = source->output()->uses()[0].user;
+    return std::vector<int64_t>(unpack->outputs().size(), 1);
+  }
+  return SplitSections(source);
+}
+
+// How many zero gradients the rewrite adds to the backward of the split or unbind behind
+// `unpack`: a piece that only `list` takes (directly, or through a reshape or view only `list`
+// uses) loses its last use, and when another piece keeps a use the source stays and its backward
+// fills a zero gradient for each such piece. None when the source goes with the stack. Measured
+// on the CPU (launches per training step): one or two such pieces still leave fewer launches
+// (Optimus's move_reshape_out_of_split_stack 12 -> 10, split_stack_to_cats_different_dim
+// 14 -> 13); seven cost more than the stack saved (unbind_stack_to_slices 10 -> 15).
+int64_t ZeroGradientsAdded(Node* unpack, Node* list) {
+  int64_t orphaned = 0;
+  bool source_stays = false;
+  for (Value* piece : unpack->outputs()) {
+    bool only_list = true;
+    for (const torch::jit::Use& u : piece->uses()) {
+      Node* user = u.user;
+      bool reshaped = (user->kind() == c10::aten::reshape || user->kind() == c10::aten::view) &&
+                      user->output()->uses().size() == 1 &&
+                      user->output()->uses()[0].user == list;
+      only_list = only_list && (user == list || reshaped);
+    }
+    if (piece->uses().empty()) continue;
+    if (only_list) ++orphaned;
+    else source_stays = true;
+  }
+  return source_stays ? orphaned : 0;
+}
+constexpr int64_t kMaxZeroGradientsAdded = 2;
+
+std::vector<StackRun> FindStackRuns(at::ArrayRef<Value*> members) {
+  std::vector<c10::optional<StackMember>> read;
+  for (Value* v : members) read.push_back(AsStackMember(v));
+  auto continues = [&](size_t k) {
+    const StackMember& a = *read[k - 1];
+    const StackMember& b = *read[k];
+    if (b.source != a.source || b.index != a.index + 1 || b.shape != a.shape) return false;
+    c10::optional<std::vector<int64_t>> sections = SourceSections(a.source);
+    return sections && (*sections)[a.index] == (*sections)[b.index] && (*sections)[a.index] > 0;
+  };
+  std::vector<StackRun> runs;
+  size_t k = 0;
+  while (k < members.size()) {
+    if (!read[k] || read[k]->source->output()->uses().size() != 1) {
+      ++k;
+      continue;
+    }
+    size_t j = k + 1;
+    while (j < members.size() && read[j] && continues(j)) ++j;
+    if (j - k >= 2) runs.push_back({k, j - k, *read[k]});
+    k = j;
+  }
+  return runs;
+}
+
+// The run as one view of its source's input, shaped like stack(run, e): the run's sections as one
+// slice, unflattened to [n, s] for a split, the reshape applied per piece as one over the run.
+Value* StackRunAsView(Graph* g, const StackRun& run, int64_t e) {
+  Node* source = run.head.source;
+  bool unbind = source->kind() == c10::aten::unbind;
+  std::vector<int64_t> sections = *SourceSections(source);
+  int64_t d = run.head.dim;
+  int64_t n = static_cast<int64_t>(run.count);
+  int64_t section = sections[run.head.index];
+  int64_t begin = std::accumulate(sections.begin(), sections.begin() + run.head.index, int64_t{0});
+  Value* v = source->input(0);
+  if (run.count != sections.size()) v = g->insert(c10::aten::slice, {v, d, begin, begin + n * section, 1});
+  if (!unbind) {
+    v = g->insert(c10::Symbol::fromQualString("aten::unflatten"),
+                  {v, d, c10::IValue(std::vector<int64_t>{n, section})});
+  }
+  auto movedim = [&](Value* x, int64_t from, int64_t to) {
+    return from == to ? x : g->insert(c10::Symbol::fromQualString("aten::movedim"), {x, from, to});
+  };
+  if (!run.head.shape) return movedim(v, d, e);
+  std::vector<int64_t> shape = {n};
+  shape.insert(shape.end(), run.head.shape->begin(), run.head.shape->end());
+  v = g->insert(c10::aten::reshape, {movedim(v, d, 0), c10::IValue(shape)});
+  return movedim(v, 0, e);
+}
+
+// stack(list, e) with every run of >= 2 consecutive pieces (of one unbind on any dim, or of one
+// split_with_sizes with equal constant sections on any dim; each piece bare or reshaped to one
+// constant shape) == cat([.., unsqueeze(m, e), .., view of the run, ..], e); the stack itself
+// when the list is one run. A piece's elements in row-major order are those of the source's
+// input at that index along the split dim, so the per-piece reshape is one reshape of the run
+// moved to the front. The sources may have other uses: they stay.
+absl::StatusOr<bool> StackRunsToViews(const std::vector<Datum>& a, EvalContext& ctx) {
+  if (a[0].kind != Datum::Kind::kValue) return Err("stack_runs_to_views takes the stack's output");
+  Node* stack = a[0].value->node();
+  if (stack->kind() != c10::aten::stack || stack->inputs().size() != 2) return false;
+  Node* list = stack->input(0)->node();
+  c10::optional<Datum> dim = DatumFromConstant(stack->input(1));
+  if (list->kind() != c10::prim::ListConstruct || stack->input(0)->uses().size() != 1 || !dim ||
+      dim->kind != Datum::Kind::kInt || dim->i < 0) {
+    return false;
+  }
+  int64_t e = dim->i;
+  std::vector<StackRun> runs;
+  for (const StackRun& run : FindStackRuns(list->inputs())) {
+    Node* unpack = run.head.source->output()->uses()[0].user;
+    if (run.head.source->owningBlock() != stack->owningBlock()) continue;
+    if (ZeroGradientsAdded(unpack, list) > kMaxZeroGradientsAdded) continue;
+    if (ctx.legal && !ctx.legal({run.head.source, unpack})) continue;
+    runs.push_back(run);
+  }
+  if (runs.empty()) return false;
+  Graph* g = stack->owningGraph();
+  WithInsertPoint guard(stack);
+  std::vector<Value*> parts;
+  auto members = list->inputs();
+  size_t next_run = 0;
+  for (size_t k = 0; k < members.size();) {
+    if (next_run < runs.size() && runs[next_run].first == k) {
+      parts.push_back(StackRunAsView(g, runs[next_run], e));
+      k += runs[next_run++].count;
+    } else {
+      parts.push_back(g->insert(c10::aten::unsqueeze, {members[k++], e}));
+    }
+  }
+  Value* out = parts[0];
+  if (parts.size() > 1) {
+    Value* joined = g->insertNode(g->createList(c10::TensorType::get(), parts))->output();
+    out = g->insert(c10::aten::cat, {joined, e});
+  }
+  out->setType(a[0].value->type());
+  a[0].value->replaceAllUsesWith(out);
+  return true;
+}
+
 absl::flat_hash_map<std::string, BuiltinSpec> MakeBuiltins() {
   absl::flat_hash_map<std::string, BuiltinSpec> b;
   b["merge_piece_runs"] = {1,
@@ -749,6 +932,13 @@ absl::flat_hash_map<std::string, BuiltinSpec> MakeBuiltins() {
       "d, e), e, e + 1), and every piece of one unbind(x, d) by flatten(movedim(x, d, e), e, "
       "e + 1)",
       SplitPiecesAcrossDim};
+  b["stack_runs_to_views"] = {
+      1,
+      "stack_runs_to_views(%y): in %y = aten::stack(list, e), replace each run of >= 2 "
+      "consecutive pieces of one unbind, or of one split_with_sizes with equal constant sections "
+      "(each piece bare or reshaped to one constant shape), by one view of the source's input; "
+      "the stack becomes a cat of those views and of the other members unsqueezed on e",
+      StackRunsToViews};
   return b;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -405,6 +406,34 @@ class Gen {
           }
           Add(Cat(ns, d, rank, "cat"), xs, false);
         }
+        break;
+      }
+      case 7: {  // a run of consecutive equal pieces (each maybe reshaped) in a stack among others
+        if (pieces.size() < 2 || P(0.5)) break;
+        int64_t i = R(0, pieces.size() - 2), j = R(i + 1, pieces.size() - 1);
+        for (int64_t t = i + 1; t <= j; ++t) {
+          if (shapes[t] != shapes[i]) j = t - 1;
+        }
+        if (j == i) break;
+        std::vector<int> which;
+        for (int64_t t = i; t <= j; ++t) which.push_back(t);
+        std::vector<std::string> ns = names(which);
+        Shape ps = shapes[i];
+        if (P(0.3)) {  // every piece flattened (move_reshape_out_of_split_stack)
+          int64_t numel = std::accumulate(ps.begin(), ps.end(), int64_t{1}, std::multiplies<int64_t>());
+          for (std::string& y : ns) {
+            std::string r = Fresh();
+            Emit(r + " : Tensor", absl::StrCat("aten::reshape(", y, ", ", IntList({-1}), ")"));
+            y = r;
+          }
+          ps = {numel};
+        }
+        int other = NewInput(ps);
+        if (P(0.5)) ns.insert(ns.begin(), Use(other)); else ns.push_back(Use(other));
+        int64_t e = R(0, ps.size());
+        Shape s = ps;
+        s.insert(s.begin() + e, ns.size());
+        Add(Cat(ns, e, ps.size() + 1, "stack"), s, false);
         break;
       }
       case 8: {  // size-1 pieces squeezed on d
@@ -1003,7 +1032,7 @@ class Gen {
   void BinaryGroup() {
     static const char* kOps[] = {"add", "sub", "mul", "div"};
     std::string op = kOps[R(0, 3)];
-    int64_t k = P(0.75) ? R(2, 4) : 1;
+    int64_t k = P(0.75) ? R(3, 5) : 1;  // the batch_* rules take groups of 3 or more
     int x = PickAny();
     int64_t alpha = P(0.85) ? 1 : 2;
     // Sometimes a mul by one number (a scale before each branch's activation; batch_mul_scalar).
@@ -1011,6 +1040,14 @@ class Gen {
     for (int64_t i = 0; i < k; ++i) {
       int a = i == 0 ? x : SameShape(x);
       int b = by_number ? a : SameShape(x);
+      // A divisor drawn from N(0, 1) comes near zero and a chain of such divisions amplifies
+      // rounding beyond what any tolerance judges (and a / a has a gradient of exactly zero,
+      // rounded to noise): divide by exp(b), a divisor of the same batch, so groups still form.
+      if (op == "div") {
+        std::string e = Fresh();
+        Emit(e + " : Tensor", absl::StrCat("aten::exp(", Use(b), ")"));
+        b = Add(e, pool_[x].shape, false);
+      }
       std::string args = by_number ? absl::StrCat(Use(a), ", ", Float(1.5)) : absl::StrCat(Use(a), ", ", Use(b));
       if (op == "add" || op == "sub") absl::StrAppend(&args, ", ", Int(alpha));
       std::string y = Fresh();

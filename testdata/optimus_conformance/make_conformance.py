@@ -889,6 +889,15 @@ class UnbindStackToSlicesRun(nn.Module):
         return torch.stack(outs, 1)
 
 
+class UnbindStackToSlicesOnly(nn.Module):
+    """Every unbind piece, taken by a comprehension, stacked between two computed tensors (the
+    pieces used nowhere else): stack([tanh(d), *x.unbind(1), d * 2], 1)."""
+
+    def forward(self, x: Tensor, d: Tensor) -> Tensor:
+        feats = [t for t in torch.unbind(x, 1)]
+        return torch.stack([torch.tanh(d)] + feats + [d * 2.0], 1)
+
+
 class MoveReshapeOutOfSplitStack(nn.Module):
     """Optimus' move_reshape_out_of_split_stack: x [B, 5] split in 1s, each piece reshaped
     (-1, 4), the reshapes stacked on dim 0 with clones around them."""
@@ -1065,6 +1074,8 @@ CASES: Dict[str, Case] = {
     "split_stack_to_cats_other_dim": Case(267, SplitStackToCatsOtherDim, _x(20)),
     "unbind_stack_to_slices": Case(268, UnbindStackToSlices, _x(50)),
     "unbind_stack_to_slices_run": Case(269, UnbindStackToSlicesRun, lambda b: (torch.randn(b, 8, 3),)),
+    "unbind_stack_to_slices_only": Case(276, UnbindStackToSlicesOnly,
+                                        lambda b: (torch.randn(b, 6, 4), torch.randn(b, 4))),
     "move_reshape_out_of_split_stack": Case(270, MoveReshapeOutOfSplitStack, _x(5)),
     "move_reshape_out_of_split_stack_loop": Case(271, MoveReshapeOutOfSplitStackLoop, _x(5)),
     "merge_stack_tanh_unbind": Case(272, StackTanhUnbind, _x(20)),
