@@ -816,14 +816,30 @@ absl::StatusOr<CheckReport> EquivalenceChecker::Check(const torch::jit::Module& 
     SENTIER_RETURN_IF_ERROR(TimeBothOrFallBack(subject, &report));
     return report;
   }
+  auto phase_start = std::chrono::steady_clock::now();
+  auto phase_done = [&](const char* phase) {
+    auto now = std::chrono::steady_clock::now();
+    report.phase_ms[phase] = std::chrono::duration<double, std::milli>(now - phase_start).count();
+    phase_start = now;
+  };
   SENTIER_RETURN_IF_ERROR(CompareOnTrials(subject, &report));
   SetVerdict(&report);
-  if (options_.count_ops) CountAtenOpsOfBoth(subject, &report);
+  phase_done("compare");
+  if (options_.count_ops) {
+    CountAtenOpsOfBoth(subject, &report);
+    phase_done("count_ops");
+  }
   // A candidate that does not run (or is not equivalent) is not timed or profiled: the verdict
   // stands, and the failure must not turn into an error of the check itself.
   if (!report.equivalent) return report;
-  if (subject.device.is_cuda()) CountCudaKernelsOfBoth(subject, &report);
-  if (options_.time) SENTIER_RETURN_IF_ERROR(TimeBothOrFallBack(subject, &report));
+  if (subject.device.is_cuda()) {
+    CountCudaKernelsOfBoth(subject, &report);
+    phase_done("cuda_kernels");
+  }
+  if (options_.time) {
+    SENTIER_RETURN_IF_ERROR(TimeBothOrFallBack(subject, &report));
+    phase_done("time");
+  }
   return report;
 }
 

@@ -21,6 +21,7 @@
 #define SENTIER_RUNTIME_EQUIVALENCE_CHECKER_H_
 
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ struct CheckReport {
   // timing made no progress (then timing_fallback says so).
   StepTiming timing = StepTiming::kInterpreter;
   std::string timing_fallback;
+  // Where the check's time went, in ms: "compare" (the trials), "count_ops", "cuda_kernels",
+  // "time" (warm-ups and the alternated timing); a phase that did not run is absent.
+  std::map<std::string, double> phase_ms;
 };
 
 // CheckStepTiming: whether this LibTorch can time steps that way. executor needs LibTorch 2.x:

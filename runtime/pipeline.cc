@@ -435,6 +435,7 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
                             : "validation failure",
                       validation.status());
   }
+  for (const auto& [phase, ms] : validation->check.phase_ms) out->timings_ms["validate." + phase] = ms;
   out->validation = *std::move(validation);
   return std::nullopt;
 }

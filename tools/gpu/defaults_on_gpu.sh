@@ -4,24 +4,29 @@
 # model again as version 2 with other weights (the same architecture), whose decision is reused.
 #
 #   tools/gpu/defaults_on_gpu.sh [--batch=4096] [--models=a,b] [--corpus=towers,highway]
+#                                [--bench=wide_branches]
 #
 # The registry: example models (tools/make_example_model: feature_towers = 8 towers,
 # feature_towers_64 = 64 towers, same_input_linears, highway) and corpus models (torch2.11
 # archives, inputs at --batch). Version 2 of an example model is the same model with another
-# seed; of a corpus model, the same archive (weights unchanged). Writes to ${OUT:-build}:
-# defaults-sentierd-{1,2}.log, defaults.md (status, decision, memory clause, step times and peaks,
-# kernels, job times of both versions).
+# seed; of a corpus model, the same archive (weights unchanged). Bench-suite models
+# (bench/models.h, e.g. wide_branches: 256 branches) come from `model_bench --export_dir` on the
+# CPU (original.pt, inputs.pt at --batch); version 2 is the same archive. Writes to
+# ${OUT:-build}: defaults-sentierd-{1,2}.log, defaults.md (status, decision, memory clause, step
+# times and peaks, kernels, job times of both versions and where each job's time went).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build}"
 batch=4096
 models=feature_towers,feature_towers_64,same_input_linears,highway
 corpus=towers,highway,list_input
+bench=""
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
     --models=*) models="${a#--models=}" ;;
     --corpus=*) corpus="${a#--corpus=}" ;;
+    --bench=*) bench="${a#--bench=}" ;;
     *) echo "defaults_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +48,19 @@ stage() {  # stage VERSION: every model as that version
     cp "$work/inputs/$m/inputs.pt" "$work/reg/corpus_$m/tmp-$v/inputs.pt"
     mv "$work/reg/corpus_$m/tmp-$v" "$work/reg/corpus_$m/$v"
   done
+  for m in ${bench//,/ }; do
+    mkdir -p "$work/reg/bench_$m/tmp-$v"
+    cp "$work/bench/$m/original.pt" "$work/reg/bench_$m/tmp-$v/model.pt"
+    cp "$work/bench/$m/inputs.pt" "$work/reg/bench_$m/tmp-$v/inputs.pt"
+    mv "$work/reg/bench_$m/tmp-$v" "$work/reg/bench_$m/$v"
+  done
 }
+if [[ -n "$bench" ]]; then
+  [[ -x build/cmake/model_bench ]] || tools/gpu/build_and_test.sh --build_only --targets=model_bench || exit 1
+  build/cmake/model_bench --device=cpu --gate=off --batch="$batch" --models="$bench" \
+    --export_dir="$work/bench" --benchmark_filter=NONE >"$out/defaults-bench.log" 2>&1 ||
+    { tail -5 "$out/defaults-bench.log"; exit 1; }
+fi
 if [[ -n "$corpus" ]]; then
   python3 testdata/models/make_corpus.py --out "$work/inputs" --batch "$batch" --inputs_only \
     --models "$corpus" >"$out/defaults-inputs.log" 2>&1 || { tail -20 "$out/defaults-inputs.log"; exit 1; }
@@ -79,6 +96,9 @@ for rep in sorted(glob.glob(os.path.join(root, "*", "*", "report.json"))):
         kn.get("reference", "-"), kn.get("candidate", "-"), job_s,
         r.get("decision_reuse", {}).get("note", "-")[:60]))
     print("%s/%s: %s" % (m, v, r.get("reason", "")[:300]))
+    t = r.get("timings_ms", {})
+    print("  time (s): " + ", ".join("%s %.1f" % (k, t[k] / 1000) for k in sorted(t)
+                                      if not k.startswith("optimize.") and t[k] >= 50))
 open(md, "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY
