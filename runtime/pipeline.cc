@@ -331,6 +331,8 @@ absl::Status Save(const PipelineRequest& req, const LoadedModel& loaded) {
   return SaveModel(loaded.model, req.artifact_path);
 }
 
+bool CarriesReferenceStep(const PipelineRequest& req, const Outcome& out, const CheckOptions& check);
+
 CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
   CheckOptions check;
   check.device = out.placement.device;
@@ -342,7 +344,41 @@ CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
   check.time = out.placement.timed;
   check.timing = out.selection ? out.selection->timing : req.timing;
   check.executor_stall_s = req.executor_stall_s;
+  check.time_reference = !CarriesReferenceStep(req, out, check);
   return check;
+}
+
+// CarriesReferenceStep: whether a reused decision's version timed the original's judged step
+// on CUDA the way this validation times, so that the artifact is timed alone against it.
+bool CarriesReferenceStep(const PipelineRequest& req, const Outcome& out, const CheckOptions& check) {
+  return check.time && out.reused_from && req.reuse && req.reuse->reference_step_ms > 0 &&
+         req.reuse->reference_step_peak_bytes >= 0 && check.device == Device::kCuda &&
+         req.reuse->reference_timing == StepTimingName(check.timing);
+}
+
+// CarryReferenceStep: the reused version's figures of the original's judged step, as if timed.
+void CarryReferenceStep(const PipelineRequest& req, CheckReport* c) {
+  if (IsTrainingStep(req.mode)) {
+    c->reference_train_ms = req.reuse->reference_step_ms;
+    c->reference_train_peak_bytes = req.reuse->reference_step_peak_bytes;
+  } else {
+    c->reference_ms = req.reuse->reference_step_ms;
+    c->reference_peak_bytes = req.reuse->reference_step_peak_bytes;
+  }
+}
+
+// TakeTimedFigures: the step times, peaks and timing of `from` (a timing-only check) into `to`.
+void TakeTimedFigures(const CheckReport& from, CheckReport* to) {
+  to->reference_ms = from.reference_ms;
+  to->candidate_ms = from.candidate_ms;
+  to->reference_train_ms = from.reference_train_ms;
+  to->candidate_train_ms = from.candidate_train_ms;
+  to->reference_peak_bytes = from.reference_peak_bytes;
+  to->candidate_peak_bytes = from.candidate_peak_bytes;
+  to->reference_train_peak_bytes = from.reference_train_peak_bytes;
+  to->candidate_train_peak_bytes = from.candidate_train_peak_bytes;
+  to->timing = from.timing;
+  to->timing_fallback = from.timing_fallback;
 }
 
 // Validate: the saved artifact, loaded back as users load it, against the original: outputs and
@@ -354,12 +390,25 @@ absl::StatusOr<Validation> Validate(const PipelineRequest& req, const Outcome& o
     return absl::FailedPreconditionError(absl::StrCat(
         "the artifact does not load: ", (candidate.ok() ? reference : candidate).status().message()));
   }
-  auto checked = EquivalenceChecker(ValidationOptions(req, out))
-                     .Check(reference->module, candidate->module, out.loaded->inputs);
+  CheckOptions options = ValidationOptions(req, out);
+  auto checked = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
   if (!checked.ok()) return checked.status();
   if (!checked->equivalent) return absl::InvalidArgumentError(checked->first_failure);
+  std::optional<int64_t> carried;
+  if (options.time && !options.time_reference) {
+    if (checked->timing_fallback.empty()) {
+      CarryReferenceStep(req, &*checked);
+      carried = req.reuse->version;
+    } else {  // the artifact was timed another way than the original was then: time both here
+      options.timing_only = true;
+      options.time_reference = true;
+      auto timed = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
+      if (!timed.ok()) return timed.status();
+      TakeTimedFigures(*timed, &*checked);
+    }
+  }
   StepTiming timing = checked->timing;
-  return Validation{*std::move(checked), timing};
+  return Validation{*std::move(checked), timing, carried};
 }
 
 // KeepOriginal: the artifact becomes the original archive, byte for byte (text IR: the graph as
@@ -436,6 +485,10 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
                       validation.status());
   }
   for (const auto& [phase, ms] : validation->check.phase_ms) out->timings_ms["validate." + phase] = ms;
+  if (validation->reference_from_version) {
+    absl::StrAppend(&out->reuse_note, "; the artifact timed alone against the original's step as version ",
+                    *validation->reference_from_version, " timed it (the same architecture runs the same kernels)");
+  }
   out->validation = *std::move(validation);
   return std::nullopt;
 }
@@ -481,6 +534,20 @@ Outcome OptimizeModel(const PipelineRequest& req) {
   return out;
 }
 
+// ReadReferenceStep: the original's judged step from a report's CUDA validation, where it has one.
+void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
+  if (!report.contains("validation")) return;
+  const nlohmann::json& val = report["validation"];
+  const std::string step = d->mode == "inference" ? "forward" : "training_step";
+  if (val.value("device", "") != "cuda" || !val.contains(step + "_ms") || !val.contains(step + "_peak_bytes") ||
+      !val.contains("timing")) {
+    return;
+  }
+  d->reference_step_ms = val[step + "_ms"].value("reference", -1.0);
+  d->reference_step_peak_bytes = val[step + "_peak_bytes"].value("reference", int64_t{-1});
+  d->reference_timing = val["timing"].get<std::string>();
+}
+
 absl::StatusOr<ReusableDecision> ReusableDecisionFromReport(const nlohmann::json& report, int64_t version) {
   ReusableDecision d;
   d.version = version;
@@ -493,6 +560,7 @@ absl::StatusOr<ReusableDecision> ReusableDecisionFromReport(const nlohmann::json
     if (!status.ok()) return status.status();
     d.status = *status;
     d.reason = report.value("reason", "");
+    ReadReferenceStep(report, &d);
     for (const auto& [name, n] : report.at("rule_counts").items()) d.rules_applied.push_back(name);
     const nlohmann::json& policy = report.at("memory_policy");
     VerdictMargins m;

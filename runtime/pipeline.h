@@ -61,6 +61,13 @@ struct ReusableDecision {
   ReportStatus status = ReportStatus::kUnchanged;
   std::vector<std::string> rules_applied;  // the rules that fired (report.json rule_counts)
   std::string reason;
+  // The original's judged step (training step; forward in inference mode) as that version's
+  // validation timed it on CUDA, and how (executor|interpreter). The same architecture runs the
+  // same kernels at the same sizes, so a reuse times the artifact alone against these figures
+  // (the confirming timing); -1 where that version was not timed on CUDA: both are timed.
+  double reference_step_ms = -1.0;
+  int64_t reference_step_peak_bytes = -1;
+  std::string reference_timing;
 };
 
 // ReusableDecisionFromReport: the decision a report.json records; an error where the report
@@ -135,6 +142,9 @@ struct Placement {
 struct Validation {
   CheckReport check;
   StepTiming timing = StepTiming::kInterpreter;
+  // Where the original's step figures came from a reused decision's version instead of a
+  // timing here (ReusableDecision::reference_step_ms).
+  std::optional<int64_t> reference_from_version;
 };
 
 // Outcome: what every stage found, and the decision.

@@ -97,6 +97,9 @@ void AddValidation(const PipelineRequest& req, const Outcome& out, nlohmann::jso
     val["timing"] = std::string(StepTimingName(out.validation->timing));
     if (!c.timing_fallback.empty()) val["timing_fallback"] = c.timing_fallback;
     AddTimedValidation(req, c, &val);
+    if (out.validation->reference_from_version) {
+      val["reference_timed_in_version"] = *out.validation->reference_from_version;
+    }
   }
   (*j)["validation"] = val;
 }

@@ -381,6 +381,32 @@ TEST(PipelineTest, ARetrainedVersionReusesTheDecisionAnotherArchitectureDoesNot)
   EXPECT_NE(wide.reuse_note.find("the architecture changed"), std::string::npos) << wide.reuse_note;
 }
 
+// A reuse times the artifact alone against the original's step as the earlier version's CUDA
+// validation timed it; a CPU validation (no timing) carries nothing, so both would be timed.
+TEST(PipelineTest, AReusedDecisionCarriesTheOriginalsTimedStepFromACudaValidation) {
+  nlohmann::json report = {{"architecture_fingerprint", "a"}, {"rules_fingerprint", "r"},
+                           {"param_layout", "original"}, {"mode", "both"}, {"status", "optimized"},
+                           {"rule_counts", {{"batch_linear", 2}}}, {"memory_policy", nlohmann::json::object()},
+                           {"validation", {{"device", "cuda"}, {"timing", "executor"},
+                                           {"training_step_ms", {{"reference", 12.5}, {"candidate", 4.0}}},
+                                           {"training_step_peak_bytes", {{"reference", 1000}, {"candidate", 2000}}}}}};
+  auto cuda = ReusableDecisionFromReport(report, 4);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_EQ(cuda->reference_step_ms, 12.5);
+  EXPECT_EQ(cuda->reference_step_peak_bytes, 1000);
+  EXPECT_EQ(cuda->reference_timing, "executor");
+  report["mode"] = "inference";  // the judged step is the forward, which this report lacks
+  auto forward = ReusableDecisionFromReport(report, 4);
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  EXPECT_EQ(forward->reference_step_ms, -1.0);
+  report["mode"] = "both";
+  report["validation"]["device"] = "cpu";
+  auto cpu = ReusableDecisionFromReport(report, 4);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->reference_step_ms, -1.0);
+  EXPECT_EQ(cpu->reference_step_peak_bytes, -1);
+}
+
 TEST(PipelineDecisionTest, FailNamesWhatFailed) {
   Outcome out;
   Fail(PipelineStage::kSelect, "rule selection failed", absl::InternalError("boom"), false, &out);
