@@ -257,6 +257,7 @@ bool UntimedAblationApplies(const PipelineRequest& req, const Outcome& out) {
 
 struct UntimedAttempt {
   std::shared_ptr<const RuleSet> rules;
+  std::vector<std::string> dropped;  // what RewriteWithout left out
   LoadedModel loaded;
   OptimizeReport report;
   OpCounts ops;
@@ -285,6 +286,30 @@ absl::StatusOr<UntimedAttempt> RewriteWith(const PipelineRequest& req, std::shar
 
 // DropRulesThatAddLaunches: the search above; `out` takes the best rewrite found, and
 // `out->untimed_dropped` the rules it leaves out, with the launches the rewrite with them made.
+// RewriteWithout: the rewrite without `drop`. Where leaving a rule out lets a rule fire that did
+// not fire before (it matches what the left-out rule would have rewritten), that rule is left
+// out too, once (one more rewrite from `budget`): the attempt measures the model without the
+// rule, not with a stand-in for it.
+absl::StatusOr<UntimedAttempt> RewriteWithout(const PipelineRequest& req, const RuleSet& rules,
+                                              std::vector<std::string> drop, const RewriteStats& fired,
+                                              const LoadedModel& original, int* budget) {
+  auto attempt = RewriteWith(req, rules.Without(drop), original);
+  if (attempt.ok()) attempt->dropped = drop;
+  if (!attempt.ok() || *budget <= 0) return attempt;
+  const size_t dropped = drop.size();
+  for (const auto& [name, n] : attempt->report.stats.applications) {
+    if (n > 0 && fired.applications.count(name) == 0) drop.push_back(name);
+  }
+  if (drop.size() == dropped) return attempt;
+  --*budget;
+  auto without_stand_ins = RewriteWith(req, rules.Without(drop), original);
+  if (!without_stand_ins.ok() || UntimedLaunches(without_stand_ins->ops) >= UntimedLaunches(attempt->ops)) {
+    return attempt;
+  }
+  without_stand_ins->dropped = drop;
+  return without_stand_ins;
+}
+
 void DropRulesThatAddLaunches(const PipelineRequest& req, std::shared_ptr<const RuleSet> rules, Outcome* out) {
   const OpCounts first = out->ops_after;
   std::vector<std::string> dropped;
@@ -295,20 +320,18 @@ void DropRulesThatAddLaunches(const PipelineRequest& req, std::shared_ptr<const 
   const RewriteStats* fired = &out->optimization->stats;
   while (budget > 0) {
     std::optional<UntimedAttempt> round_best;
-    std::string round_drop;
     for (const auto& [name, n] : fired->applications) {
       if (budget-- <= 0) break;
-      auto attempt = RewriteWith(req, rules->Without({name}), *out->loaded);
+      auto attempt = RewriteWithout(req, *rules, {name}, *fired, *out->loaded, &budget);
       if (!attempt.ok() || attempt->report.stats.applications.empty()) continue;
       if (UntimedLaunches(attempt->ops) >= current) continue;
       if (round_best && UntimedLaunches(attempt->ops) >= UntimedLaunches(round_best->ops)) continue;
       round_best = *std::move(attempt);
-      round_drop = name;
     }
     if (!round_best) break;
     current = UntimedLaunches(round_best->ops);
     rules = round_best->rules;
-    dropped.push_back(round_drop);
+    dropped.insert(dropped.end(), round_best->dropped.begin(), round_best->dropped.end());
     best = std::move(round_best);
     fired = &best->report.stats;
     if (!UntimedGrowth(out->loaded->ops, best->ops, &growth)) break;

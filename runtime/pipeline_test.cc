@@ -91,6 +91,29 @@ TEST(PipelineTest, TowersAreOptimizedValidatedAndReported) {
 // training step than the original (one rule turns pieces into slices, whose backward is a fill
 // and a copy each); without that rule the other rules' cats of runs and flattened cats make
 // fewer. Untimed, the pipeline publishes the rewrite without it and says so.
+// split_cat_shuffled: every rule together adds a launch (26 vs 25 per training step). Without
+// piece_runs_to_slices, stack_runs_to_views fires in its place and adds one too; left out with
+// it, the rewrite pays (25 -> 24).
+TEST(PipelineTest, UntimedRewriteLeavesOutARuleWithItsStandIn) {
+  PipelineRequest req;
+  req.model_path = TestdataModel("optimus_conformance", "split_cat_shuffled", "scripted.pt");
+  req.inputs_path = TestdataModel("optimus_conformance", "split_cat_shuffled", "inputs.pt");
+  auto rules = LoadRules({DefaultRulesDir()});
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  req.rules = *rules;
+  req.artifact_path = TempPath("split_cat_shuffled_opt.pt");
+  req.validate = true;
+
+  Outcome out = OptimizeModel(req);
+  ASSERT_FALSE(out.failed_stage) << out.reason;
+  EXPECT_EQ(out.status, ReportStatus::kOptimized) << out.reason;
+  EXPECT_EQ(out.untimed_dropped, (std::vector<std::string>{"piece_runs_to_slices", "stack_runs_to_views"}));
+  EXPECT_EQ(out.optimization->stats.applications.count("stack_runs_to_views"), 0u);
+  EXPECT_LT(out.ops_after.launches_training_step, out.loaded->ops.launches_training_step);
+  ASSERT_TRUE(out.validation);
+  EXPECT_TRUE(out.validation->check.equivalent);
+}
+
 TEST(PipelineTest, UntimedRewriteLeavesOutTheRuleThatAddsLaunches) {
   PipelineRequest req;
   req.model_path = TestdataModel("optimus_conformance", "mutate_cat_explicit", "scripted.pt");
