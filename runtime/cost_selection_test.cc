@@ -150,6 +150,8 @@ struct ScriptedTimings {
   double fast_ms = 5.0, slow_ms = 10.0;
   std::vector<double> forward_ms, original_forward_ms, confirm_ms;
   int64_t fast_peak = 1 << 20;  // the step's peak when a fast rule fires (the original: 1 MiB)
+  int64_t fast_forward_peak = 1 << 20;  // the forward's peak when a fast rule fires
+  int64_t original_peak = 1 << 20, original_forward_peak = 1 << 20;
   int with_original = 0;  // calls so far that timed the original too
   int calls = 0;
 
@@ -164,7 +166,7 @@ struct ScriptedTimings {
       }
       t.ms = t.fired.empty() ? slow_ms : fast_ms;
       t.peak = t.fired.empty() ? 1 << 20 : fast_peak;
-      t.forward_peak = 1 << 20;
+      t.forward_peak = t.fired.empty() ? original_forward_peak : fast_forward_peak;
       t.forward_ms = 0.31;
       if (original != nullptr) {
         const int k = with_original++;
@@ -172,7 +174,8 @@ struct ScriptedTimings {
         if (k < static_cast<int>(forward_ms.size())) t.forward_ms = forward_ms[k];
         original->ms = slow_ms;
         original->forward_ms = k < static_cast<int>(original_forward_ms.size()) ? original_forward_ms[k] : 0.31;
-        original->peak = original->forward_peak = 1 << 20;
+        original->peak = original_peak;
+        original->forward_peak = original_forward_peak;
       }
       return t;
     };
@@ -245,6 +248,41 @@ TEST_F(CostSelectionTest, TrainingOnlyDoesNotJudgeTheForward) {
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_TRUE(sel.faster);
   EXPECT_FALSE(LogHas(sel, "forward"));
+}
+
+// Training and forward judged (sentierd's default mode on CUDA): the step 2x faster at 1.5x its
+// peak passes the time x memory product; the forward, as fast as before, peaks at 3x its own.
+TEST_F(CostSelectionTest, AForwardPeakWithinTheOriginalTrainingPeakIsNotJudgedByDefault) {
+  auto select = [&](int64_t forward_peak_mib, double margin) {
+    ScriptedTimings timings;
+    timings.fast = {"batch_linear"};
+    timings.original_peak = int64_t{256} << 20;
+    timings.original_forward_peak = int64_t{64} << 20;
+    timings.fast_peak = int64_t{384} << 20;
+    timings.fast_forward_peak = forward_peak_mib << 20;
+    CostOptions opts = TrainingAndForward();
+    opts.margins.memory = margin;
+    auto sel = SelectRules(*rules_, opts, timings.Measurer());
+    EXPECT_TRUE(sel.ok()) << sel.status();
+    return sel.ok() ? *sel : CostSelection();
+  };
+  // The default policy: a forward peak (192 MiB) within the original's training step (256 MiB)
+  // holds no memory that training did not.
+  CostSelection within = select(192, kMemoryPolicyDefault);
+  SCOPED_TRACE(absl::StrJoin(within.log, "\n"));
+  EXPECT_TRUE(within.faster);
+  EXPECT_TRUE(within.within_memory);
+  ASSERT_NE(within.rules, nullptr);
+  EXPECT_GT(within.rules->size(), 0u);
+  // Above the original's training step (320 MiB) the forward's own product decides: 5x.
+  CostSelection above = select(320, kMemoryPolicyDefault);
+  ASSERT_NE(above.rules, nullptr);
+  EXPECT_EQ(above.rules->size(), 0u);
+  EXPECT_TRUE(above.nothing_fires_within_memory);
+  // The owner's margin (50%) judges the forward as before: 192 MiB over 96.
+  CostSelection owner = select(192, 0.5);
+  ASSERT_NE(owner.rules, nullptr);
+  EXPECT_EQ(owner.rules->size(), 0u);
 }
 
 TEST_F(CostSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
