@@ -747,13 +747,10 @@ c10::optional<StackMember> AsStackMember(Value* v) {
   Node* n = v->node();
   if ((n->kind() == c10::aten::reshape || n->kind() == c10::aten::view) && n->inputs().size() == 2) {
     c10::optional<Datum> shape = DatumFromConstant(n->input(1));
-    if (!shape || shape->kind != Datum::Kind::kList) return c10::nullopt;
-    std::vector<int64_t> dims;
-    for (const Datum& x : shape->list) {
-      if (x.kind != Datum::Kind::kInt) return c10::nullopt;
-      dims.push_back(x.i);
-    }
-    m.shape = dims;
+    if (!shape) return c10::nullopt;
+    absl::StatusOr<std::vector<int64_t>> dims = IntsOf(*shape);
+    if (!dims.ok()) return c10::nullopt;
+    m.shape = *std::move(dims);
     v = n->input(0);
     n = v->node();
   }

@@ -284,8 +284,6 @@ absl::StatusOr<UntimedAttempt> RewriteWith(const PipelineRequest& req, std::shar
   return a;
 }
 
-// DropRulesThatAddLaunches: the search above; `out` takes the best rewrite found, and
-// `out->untimed_dropped` the rules it leaves out, with the launches the rewrite with them made.
 // RewriteWithout: the rewrite without `drop`. Where leaving a rule out lets a rule fire that did
 // not fire before (it matches what the left-out rule would have rewritten), that rule is left
 // out too, once (one more rewrite from `budget`): the attempt measures the model without the
@@ -310,6 +308,8 @@ absl::StatusOr<UntimedAttempt> RewriteWithout(const PipelineRequest& req, const 
   return without_stand_ins;
 }
 
+// DropRulesThatAddLaunches: the search above; `out` takes the best rewrite found, and
+// `out->untimed_dropped` the rules it leaves out, with the launches the rewrite with them made.
 void DropRulesThatAddLaunches(const PipelineRequest& req, std::shared_ptr<const RuleSet> rules, Outcome* out) {
   const OpCounts first = out->ops_after;
   std::vector<std::string> dropped;
@@ -354,7 +354,13 @@ absl::Status Save(const PipelineRequest& req, const LoadedModel& loaded) {
   return SaveModel(loaded.model, req.artifact_path);
 }
 
-bool CarriesReferenceStep(const PipelineRequest& req, const Outcome& out, const CheckOptions& check);
+// CarriesReferenceStep: whether a reused decision's version timed the original's judged step
+// on CUDA the way this validation times, so that the artifact is timed alone against it.
+bool CarriesReferenceStep(const PipelineRequest& req, const Outcome& out, const CheckOptions& check) {
+  return check.time && out.reused_from && req.reuse && req.reuse->reference_step_ms > 0 &&
+         req.reuse->reference_step_peak_bytes >= 0 && check.device == Device::kCuda &&
+         req.reuse->reference_timing == StepTimingName(check.timing);
+}
 
 CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
   CheckOptions check;
@@ -369,14 +375,6 @@ CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
   check.executor_stall_s = req.executor_stall_s;
   check.time_reference = !CarriesReferenceStep(req, out, check);
   return check;
-}
-
-// CarriesReferenceStep: whether a reused decision's version timed the original's judged step
-// on CUDA the way this validation times, so that the artifact is timed alone against it.
-bool CarriesReferenceStep(const PipelineRequest& req, const Outcome& out, const CheckOptions& check) {
-  return check.time && out.reused_from && req.reuse && req.reuse->reference_step_ms > 0 &&
-         req.reuse->reference_step_peak_bytes >= 0 && check.device == Device::kCuda &&
-         req.reuse->reference_timing == StepTimingName(check.timing);
 }
 
 // CarryReferenceStep: the reused version's figures of the original's judged step, as if timed.
@@ -531,6 +529,20 @@ void Finish(const PipelineRequest& req, Outcome* out) {
   out->artifact_sha256 = *sha;
 }
 
+// ReadReferenceStep: the original's judged step from a report's CUDA validation, where it has one.
+void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
+  if (!report.contains("validation")) return;
+  const nlohmann::json& val = report["validation"];
+  const std::string step = d->mode == "inference" ? "forward" : "training_step";
+  if (val.value("device", "") != "cuda" || !val.contains(step + "_ms") || !val.contains(step + "_peak_bytes") ||
+      !val.contains("timing")) {
+    return;
+  }
+  d->reference_step_ms = val[step + "_ms"].value("reference", -1.0);
+  d->reference_step_peak_bytes = val[step + "_peak_bytes"].value("reference", int64_t{-1});
+  d->reference_timing = val["timing"].get<std::string>();
+}
+
 }  // namespace
 
 std::string ArchitectureFingerprint(const torch::jit::Graph& graph) {
@@ -555,20 +567,6 @@ Outcome OptimizeModel(const PipelineRequest& req) {
          /*output=*/false, &out);
   }
   return out;
-}
-
-// ReadReferenceStep: the original's judged step from a report's CUDA validation, where it has one.
-void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
-  if (!report.contains("validation")) return;
-  const nlohmann::json& val = report["validation"];
-  const std::string step = d->mode == "inference" ? "forward" : "training_step";
-  if (val.value("device", "") != "cuda" || !val.contains(step + "_ms") || !val.contains(step + "_peak_bytes") ||
-      !val.contains("timing")) {
-    return;
-  }
-  d->reference_step_ms = val[step + "_ms"].value("reference", -1.0);
-  d->reference_step_peak_bytes = val[step + "_peak_bytes"].value("reference", int64_t{-1});
-  d->reference_timing = val["timing"].get<std::string>();
 }
 
 absl::StatusOr<ReusableDecision> ReusableDecisionFromReport(const nlohmann::json& report, int64_t version) {

@@ -91,18 +91,27 @@ TEST(PipelineTest, TowersAreOptimizedValidatedAndReported) {
 // training step than the original (one rule turns pieces into slices, whose backward is a fill
 // and a copy each); without that rule the other rules' cats of runs and flattened cats make
 // fewer. Untimed, the pipeline publishes the rewrite without it and says so.
+// ConformanceRequest: the scripted torch 1.13 archive of an Optimus conformance module with the
+// shipped rules, validated, written to a temporary artifact (rules stay null where they do not
+// load).
+PipelineRequest ConformanceRequest(const std::string& module) {
+  PipelineRequest req;
+  req.model_path = TestdataModel("optimus_conformance", module, "scripted.pt");
+  req.inputs_path = TestdataModel("optimus_conformance", module, "inputs.pt");
+  auto rules = LoadRules({DefaultRulesDir()});
+  EXPECT_TRUE(rules.ok()) << rules.status();
+  if (rules.ok()) req.rules = *rules;
+  req.artifact_path = TempPath(module + "_opt.pt");
+  req.validate = true;
+  return req;
+}
+
 // split_cat_shuffled: every rule together adds a launch (26 vs 25 per training step). Without
 // piece_runs_to_slices, stack_runs_to_views fires in its place and adds one too; left out with
 // it, the rewrite pays (25 -> 24).
 TEST(PipelineTest, UntimedRewriteLeavesOutARuleWithItsStandIn) {
-  PipelineRequest req;
-  req.model_path = TestdataModel("optimus_conformance", "split_cat_shuffled", "scripted.pt");
-  req.inputs_path = TestdataModel("optimus_conformance", "split_cat_shuffled", "inputs.pt");
-  auto rules = LoadRules({DefaultRulesDir()});
-  ASSERT_TRUE(rules.ok()) << rules.status();
-  req.rules = *rules;
-  req.artifact_path = TempPath("split_cat_shuffled_opt.pt");
-  req.validate = true;
+  PipelineRequest req = ConformanceRequest("split_cat_shuffled");
+  ASSERT_NE(req.rules, nullptr);
 
   Outcome out = OptimizeModel(req);
   ASSERT_FALSE(out.failed_stage) << out.reason;
@@ -115,14 +124,8 @@ TEST(PipelineTest, UntimedRewriteLeavesOutARuleWithItsStandIn) {
 }
 
 TEST(PipelineTest, UntimedRewriteLeavesOutTheRuleThatAddsLaunches) {
-  PipelineRequest req;
-  req.model_path = TestdataModel("optimus_conformance", "mutate_cat_explicit", "scripted.pt");
-  req.inputs_path = TestdataModel("optimus_conformance", "mutate_cat_explicit", "inputs.pt");
-  auto rules = LoadRules({DefaultRulesDir()});
-  ASSERT_TRUE(rules.ok()) << rules.status();
-  req.rules = *rules;
-  req.artifact_path = TempPath("mutate_cat_opt.pt");
-  req.validate = true;
+  PipelineRequest req = ConformanceRequest("mutate_cat_explicit");
+  ASSERT_NE(req.rules, nullptr);
 
   Outcome out = OptimizeModel(req);
   ASSERT_FALSE(out.failed_stage) << out.reason;
