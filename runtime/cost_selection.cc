@@ -133,6 +133,14 @@ class RuleSelector {
   void NoteMarginForAllRules();
   void SetResultFigures();
   absl::Status Confirm(const RuleSet& chosen);
+  bool DecisiveGain() const;
+
+  // The original's judged step from a timing of it (CostSelection::original_step_ms).
+  void NoteOriginalStep(const Trial& original) {
+    const bool with_forward = options_.training && options_.inference_too;
+    sel_.original_step_ms = with_forward ? original.ms - original.forward_ms : original.ms;
+    sel_.original_step_peak_bytes = original.peak;
+  }
 
   // The set without `names`, measured; the rules that fire in it are noted in ever_fired_.
   absl::StatusOr<Trial> MeasureWithout(const std::vector<std::string>& names) {
@@ -192,6 +200,7 @@ absl::Status RuleSelector::MeasureBaseline() {
   sel_.original_forward_ms = orig_.forward_ms;
   sel_.original_peak_bytes = orig_.peak;
   sel_.original_forward_peak_bytes = orig_.forward_peak;
+  NoteOriginalStep(orig_);
   sel_.log.push_back(absl::StrFormat("all rules: %s (original %s)", Describe(best_), Describe(orig_)));
   sel_.none_fired = best_.fired.empty();
   ever_fired_.insert(best_.fired.begin(), best_.fired.end());
@@ -311,6 +320,7 @@ absl::Status RuleSelector::Confirm(const RuleSet& chosen) {
                                      again_orig.ms));
   sel_.confirm_ms = again->ms;
   sel_.confirm_original_ms = again_orig.ms;
+  NoteOriginalStep(again_orig);
   bool forward_ok = true;
   double forward_ratio = 1.0;
   if (judge_forward) {
@@ -342,6 +352,16 @@ absl::Status RuleSelector::Confirm(const RuleSet& chosen) {
   return absl::OkStatus();
 }
 
+// DecisiveGain: the best set's step, and the forward where it is judged, at most 1/kDecisiveGain
+// of the original's in the timing that chose it: no drift seen between two timings accounts for
+// that, so it is not timed again (the header says why).
+bool RuleSelector::DecisiveGain() const {
+  const bool judge_forward = options_.training && options_.inference_too;
+  const bool step = best_.ms > 0 && orig_.ms >= best_.ms * kDecisiveGain;
+  const bool forward = !judge_forward || (best_.forward_ms > 0 && orig_.forward_ms >= best_.forward_ms * kDecisiveGain);
+  return step && forward;
+}
+
 absl::StatusOr<CostSelection> RuleSelector::Select() {
   absl::Status step = MeasureBaseline();
   if (step.ok() && over_memory_) step = KeepWithinMemory();
@@ -355,7 +375,10 @@ absl::StatusOr<CostSelection> RuleSelector::Select() {
   if (over_memory_ && Faster(all_rules_.ms, best_.ms)) NoteMarginForAllRules();
   std::shared_ptr<const RuleSet> chosen = rules_.Without(dropped_);
   SetResultFigures();
-  if (sel_.faster) {
+  if (sel_.faster && DecisiveGain()) {
+    sel_.log.push_back(absl::StrFormat("not timed again: %.3f vs %.3f ms is a gain of %.1fx (%.1fx or more is decisive)",
+                                       best_.ms, orig_.ms, orig_.ms / best_.ms, kDecisiveGain));
+  } else if (sel_.faster) {
     step = Confirm(*chosen);
     if (!step.ok()) return step;
   }

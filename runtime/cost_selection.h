@@ -7,7 +7,10 @@
 // the model is faster without it (by more than the noise margin). When even the best set is not
 // faster than the original, the selection is empty and the caller publishes the original.
 // A selection that is faster is confirmed by timing it and the original once more, back to
-// back; unconfirmed, the original is kept. With inference_too, the forward must not be slower
+// back; unconfirmed, the original is kept. A decisive gain (the step, and with inference_too the
+// forward, at most 1/kDecisiveGain of the original's) is not timed again: two timings of one
+// graph were seen to differ by up to 1.3x, never by 1.5x, and on a model of thousands of kernels
+// that timing of the original is most of the gate's time (256 branches on the H200: 12-16 s). With inference_too, the forward must not be slower
 // either, judged on both timings together (the geometric mean of the two forward ratios): on a
 // forward of a few tenths of a millisecond one timing alone can be 10% off either way, and it
 // must neither publish a slower forward nor refuse a selection on one unlucky timing.
@@ -64,6 +67,9 @@ struct CostOptions {
   OptimizeOptions optimize;
 };
 
+// A gain this large (the original's time over the selection's) is not confirmed by timing again.
+inline constexpr double kDecisiveGain = 1.5;
+
 struct CostSelection {
   std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
   bool faster = false;                   // the selected set beats the original
@@ -95,6 +101,12 @@ struct CostSelection {
   double memory_margin_for_all_rules = -1.0;
   bool confirmed = true;                 // false: faster at first, not when timed again
   double confirm_ms = -1.0, confirm_original_ms = -1.0;  // that second timing
+  // The original's judged step (the training step; the forward without training) and its peak,
+  // as the selection last timed them (the confirmation's, or the first timing's where the gain
+  // was decisive): the validation of the artifact this selection publishes takes them rather
+  // than timing the original once more in the same job.
+  double original_step_ms = -1.0;
+  int64_t original_step_peak_bytes = -1;
   // Rules left out (slower with them, or over in memory) that fire on this model in some
   // measured set; group rules that match nothing here are left out too but not listed.
   std::vector<std::string> dropped;

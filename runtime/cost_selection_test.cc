@@ -288,6 +288,7 @@ TEST_F(CostSelectionTest, AForwardPeakWithinTheOriginalTrainingPeakIsNotJudgedBy
 TEST_F(CostSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
   ScriptedTimings timings;
   timings.fast = {"batch_linear"};
+  timings.fast_ms = 8.0;       // a gain of 1.25x: timed again
   timings.confirm_ms = {9.9};  // within the 2% margin of the original's 10 ms
   auto sel = SelectRules(*rules_, CostOptions(), timings.Measurer());
   ASSERT_TRUE(sel.ok()) << sel.status();
@@ -298,6 +299,43 @@ TEST_F(CostSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
   EXPECT_EQ(sel->confirm_original_ms, 10.0);
   EXPECT_EQ(sel->rules->size(), 0u);
   EXPECT_EQ(sel->log.back(), "not confirmed: 9.900 vs 10.000 ms when timed again, so the original is kept");
+}
+
+// The gate's last timing of the original's judged step stands in for another in the job's
+// validation: with the forward scored too (mode both) it is the training step alone.
+TEST_F(CostSelectionTest, TheSelectionKeepsItsLastTimingOfTheOriginalsJudgedStep) {
+  ScriptedTimings timings;
+  timings.fast = {"batch_linear"};
+  timings.original_forward_ms = {0.31, 2.0};  // the confirmation's forward of the original
+  timings.original_peak = int64_t{3} << 20;
+  auto both = SelectRules(*rules_, TrainingAndForward(), timings.Measurer());
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_TRUE(both->faster);
+  EXPECT_EQ(timings.with_original, 2);  // the forward's gain (none) is not decisive: confirmed
+  EXPECT_EQ(both->original_step_ms, 10.0 - 2.0);
+  EXPECT_EQ(both->original_step_peak_bytes, int64_t{3} << 20);
+}
+
+// A decisive gain (2x here) is not timed again; 1.25x is.
+TEST_F(CostSelectionTest, ADecisiveGainIsNotTimedAgain) {
+  ScriptedTimings decisive;
+  decisive.fast = {"batch_linear"};
+  auto sel = SelectRules(*rules_, CostOptions(), decisive.Measurer());
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
+  EXPECT_TRUE(sel->faster);
+  EXPECT_EQ(decisive.with_original, 1);
+  EXPECT_EQ(sel->confirm_ms, -1.0);
+  EXPECT_EQ(sel->original_step_ms, 10.0);
+  EXPECT_EQ(sel->log.back(), "not timed again: 5.000 vs 10.000 ms is a gain of 2.0x (1.5x or more is decisive)");
+  ScriptedTimings modest;
+  modest.fast = {"batch_linear"};
+  modest.fast_ms = 8.0;
+  auto confirmed = SelectRules(*rules_, CostOptions(), modest.Measurer());
+  ASSERT_TRUE(confirmed.ok()) << confirmed.status();
+  EXPECT_TRUE(confirmed->faster);
+  EXPECT_EQ(modest.with_original, 2);
+  EXPECT_EQ(confirmed->confirm_ms, 8.0);
 }
 
 TEST_F(CostSelectionTest, ARuleThatFiresWithoutPayingIsDropped) {

@@ -354,12 +354,29 @@ absl::Status Save(const PipelineRequest& req, const LoadedModel& loaded) {
   return SaveModel(loaded.model, req.artifact_path);
 }
 
-// CarriesReferenceStep: whether a reused decision's version timed the original's judged step
-// on CUDA the way this validation times, so that the artifact is timed alone against it.
-bool CarriesReferenceStep(const PipelineRequest& req, const Outcome& out, const CheckOptions& check) {
-  return check.time && out.reused_from && req.reuse && req.reuse->reference_step_ms > 0 &&
-         req.reuse->reference_step_peak_bytes >= 0 && check.device == Device::kCuda &&
-         req.reuse->reference_timing == StepTimingName(check.timing);
+// CarriedReference: the original's judged step (training step; forward in inference mode) as
+// timed already, so that validation times the artifact alone against it: by the gate in this
+// job (its last timing of the original: the same samples, device and timing), or by a
+// reused decision's version (the same architecture runs the same kernels at the same sizes).
+struct CarriedReference {
+  double step_ms = -1.0;
+  int64_t peak_bytes = -1;
+  std::optional<int64_t> version;  // the reused decision's version; none: this job's gate
+};
+
+std::optional<CarriedReference> ReferenceToCarry(const PipelineRequest& req, const Outcome& out,
+                                                 const CheckOptions& check) {
+  if (!check.time || check.device != Device::kCuda) return std::nullopt;
+  if (out.selection && out.selection->faster && out.selection->original_step_ms > 0 &&
+      out.selection->original_step_peak_bytes >= 0 && out.selection->timing == check.timing) {
+    return CarriedReference{out.selection->original_step_ms, out.selection->original_step_peak_bytes,
+                            std::nullopt};
+  }
+  if (out.reused_from && req.reuse && req.reuse->reference_step_ms > 0 &&
+      req.reuse->reference_step_peak_bytes >= 0 && req.reuse->reference_timing == StepTimingName(check.timing)) {
+    return CarriedReference{req.reuse->reference_step_ms, req.reuse->reference_step_peak_bytes, req.reuse->version};
+  }
+  return std::nullopt;
 }
 
 CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
@@ -373,18 +390,18 @@ CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
   check.time = out.placement.timed;
   check.timing = out.selection ? out.selection->timing : req.timing;
   check.executor_stall_s = req.executor_stall_s;
-  check.time_reference = !CarriesReferenceStep(req, out, check);
+  check.time_reference = !ReferenceToCarry(req, out, check).has_value();
   return check;
 }
 
-// CarryReferenceStep: the reused version's figures of the original's judged step, as if timed.
-void CarryReferenceStep(const PipelineRequest& req, CheckReport* c) {
+// CarryReferenceStep: the carried figures of the original's judged step, as if timed here.
+void CarryReferenceStep(const PipelineRequest& req, const CarriedReference& carried, CheckReport* c) {
   if (IsTrainingStep(req.mode)) {
-    c->reference_train_ms = req.reuse->reference_step_ms;
-    c->reference_train_peak_bytes = req.reuse->reference_step_peak_bytes;
+    c->reference_train_ms = carried.step_ms;
+    c->reference_train_peak_bytes = carried.peak_bytes;
   } else {
-    c->reference_ms = req.reuse->reference_step_ms;
-    c->reference_peak_bytes = req.reuse->reference_step_peak_bytes;
+    c->reference_ms = carried.step_ms;
+    c->reference_peak_bytes = carried.peak_bytes;
   }
 }
 
@@ -415,21 +432,26 @@ absl::StatusOr<Validation> Validate(const PipelineRequest& req, const Outcome& o
   auto checked = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
   if (!checked.ok()) return checked.status();
   if (!checked->equivalent) return absl::InvalidArgumentError(checked->first_failure);
-  std::optional<int64_t> carried;
-  if (options.time && !options.time_reference) {
+  std::optional<CarriedReference> carried = ReferenceToCarry(req, out, options);
+  if (carried) {
     if (checked->timing_fallback.empty()) {
-      CarryReferenceStep(req, &*checked);
-      carried = req.reuse->version;
+      CarryReferenceStep(req, *carried, &*checked);
     } else {  // the artifact was timed another way than the original was then: time both here
       options.timing_only = true;
       options.time_reference = true;
       auto timed = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
       if (!timed.ok()) return timed.status();
       TakeTimedFigures(*timed, &*checked);
+      carried.reset();
     }
   }
   StepTiming timing = checked->timing;
-  return Validation{*std::move(checked), timing, carried};
+  Validation v{*std::move(checked), timing};
+  if (carried) {
+    v.reference_from_version = carried->version;
+    v.reference_from_gate = !carried->version.has_value();
+  }
+  return v;
 }
 
 // KeepOriginal: the artifact becomes the original archive, byte for byte (text IR: the graph as

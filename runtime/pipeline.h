@@ -145,6 +145,9 @@ struct Validation {
   // Where the original's step figures came from a reused decision's version instead of a
   // timing here (ReusableDecision::reference_step_ms).
   std::optional<int64_t> reference_from_version;
+  // Where they came from the gate's last timing of the original in this job (CostSelection::
+  // original_step_ms): the original is not timed again here.
+  bool reference_from_gate = false;
 };
 
 // Outcome: what every stage found, and the decision.

@@ -100,6 +100,7 @@ void AddValidation(const PipelineRequest& req, const Outcome& out, nlohmann::jso
     if (out.validation->reference_from_version) {
       val["reference_timed_in_version"] = *out.validation->reference_from_version;
     }
+    if (out.validation->reference_from_gate) val["reference_timed_by_gate"] = true;
   }
   (*j)["validation"] = val;
 }

@@ -9,14 +9,18 @@
 #
 #   tools/gpu/opt_ab.sh [--batch=4096] [--corpus=highway,towers] [--examples=highway]
 #                       [--bench=dlrm,dcn,mmoe,highway256,split_cat_chains,wide_branches]
-#                       [--rounds=6] [--steps=10]
+#                       [--rounds=6] [--steps=10] [--opt_flags='--disable=^lerp.*']
+#                       [--label=NAME] [--kernels]
 #
-# Writes ${OUT:-build}/opt-ab.md (one row per model: aten ops, forward and training-step
-# speed-ups, median and range over the rounds).
+# --opt_flags: more sentier_opt flags (a rule ablation, say); --label: the table's and files'
+# name for that variant; --kernels: CUDA kernels per training step of both models
+# (tools/gpu/step_profile.py --kernels). Writes ${OUT:-build}/opt-ab[-LABEL].md (one row per
+# model: aten ops, forward and training-step speed-ups, median and range over the rounds).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build}"
 batch=4096; corpus=highway,towers,wide,mmoe,dlrm; examples=highway; bench=""; rounds=6; steps=10
+opt_flags=""; label=""; kernels=""
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
@@ -25,6 +29,9 @@ for a in "$@"; do
     --bench=*) bench="${a#--bench=}" ;;
     --rounds=*) rounds="${a#--rounds=}" ;;
     --steps=*) steps="${a#--steps=}" ;;
+    --opt_flags=*) opt_flags="${a#--opt_flags=}" ;;
+    --label=*) label="${a#--label=}" ;;
+    --kernels) kernels=1 ;;
     *) echo "opt_ab: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -32,19 +39,26 @@ done
 work=build/opt-ab; rm -rf "$work"; mkdir -p "$work/inputs" "$out"
 [[ -z "$corpus" ]] || python3 testdata/models/make_corpus.py --out "$work/inputs" --batch "$batch" \
   --inputs_only --models "$corpus" >"$work/inputs.log" 2>&1 || { tail -5 "$work/inputs.log"; exit 1; }
-rows="| model | sentier_opt (aten ops per forward) | forward speed-up | training-step speed-up |
-|---|---|---|---|"
+rows="| model${label:+ ($label)} | sentier_opt | forward speed-up | training-step speed-up |${kernels:+ CUDA kernels per training step |}
+|---|---|---|---|${kernels:+---|}"
+# kernels_of ARCHIVE INPUTS: CUDA kernels and copies per training step.
+kernels_of() {
+  timeout 120 python3 tools/gpu/step_profile.py --archive "$1" --inputs "$2" --kernels 2>&1 |
+    grep -o '[0-9.]* CUDA kernels and copies per step' | cut -d' ' -f1
+}
 ab() {  # ab NAME ORIGINAL INPUTS
-  local name=$1 a=$2 in=$3 b="$work/$1.opt.pt" line fwd train
+  local name=$1 a=$2 in=$3 b="$work/${1// /_}${label:+.$label}.opt.pt" line fwd train k=""
+  # shellcheck disable=SC2086  # opt_flags: several flags
   line=$(SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentier_opt --input="$a" --inputs="$in" \
-    --output="$b" 2>&1 | grep -o "aten ops per forward.*\|unchanged.*" | head -1)
+    --output="$b" $opt_flags 2>&1 | grep -o "[0-9]* rewrites (.*\|unchanged.*" | head -1)
   fwd=$(timeout 120 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" --infer \
     --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
   train=$(timeout 150 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" \
     --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
+  [[ -z $kernels ]] || k=" $(kernels_of "$a" "$in") -> $(kernels_of "$b" "$in") |"
   rows="$rows
-| $name | ${line:-?} | ${fwd:-no result} | ${train:-no result} |"
-  echo "$name: $line; forward ${fwd:-?}; training ${train:-?}"
+| $name | ${line:-?} | ${fwd:-no result} | ${train:-no result} |$k"
+  echo "$name${label:+ ($label)}: $line; forward ${fwd:-?}; training ${train:-?}$k"
 }
 for m in ${examples//,/ }; do
   build/cmake/make_example_model --model="$m" --batch="$batch" --out_model="$work/ex_$m.pt" \
@@ -63,4 +77,4 @@ if [[ -n "$bench" ]]; then
     ab "bench $m" "$work/bench/$m/original.pt" "$work/bench/$m/inputs.pt"
   done
 fi
-printf '%s\n' "$rows" | tee "$out/opt-ab.md"
+printf '%s\n' "$rows" | tee "$out/opt-ab${label:+-$label}.md"
