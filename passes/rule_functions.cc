@@ -356,6 +356,23 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                       }
                       return Datum::Bool(true);
                     }};
+  f["uses_by"] = {3, 3,
+                  "uses_by(%v, \"op-regex\", i): how many live nodes of a kind that fully matches the "
+                  "RE2 take %v as input i (uses by dead nodes do not count)",
+                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                    SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                    if (vs.size() != 1) return Err("uses_by() takes one value");
+                    if (a[1].kind != Datum::Kind::kString) return Err("uses_by: op must be a string");
+                    SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[2]));
+                    RE2 re(a[1].s);
+                    if (!re.ok()) return Err(absl::StrCat("uses_by: bad regex: ", re.error()));
+                    int64_t n = 0;
+                    for (const torch::jit::Use& u : vs[0]->uses()) {
+                      n += !IsDeadNode(u.user) && static_cast<int64_t>(u.offset) == i &&
+                           RE2::FullMatch(u.user->kind().toQualString(), re);
+                    }
+                    return Datum::Int(n);
+                  }};
   f["user_outputs"] = {1, 1, "user_outputs(vs...): the first output of each value's single user",
                        [](auto& a, auto&) -> absl::StatusOr<Datum> {
                          SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));

@@ -116,7 +116,11 @@ TEST(HorizontalTest, OptimusShapedModelsFormTheExpectedGroups) {
         {"batch_sub", 1}, {"batch_div", 0}}},
       {"clamp_branches", {{"batch_clamp", 1}, {"batch_nan_to_num", 1}, {"batch_detach", 1}}},
       {"accumulated_linears", {{"batch_linear_same_input", 1}}},
-      {"highway", {{"batch_linear_same_input", 20}}},
+      // Each layer pairs its gate and hidden linear on one input: in the original layout a pair
+      // is left apart (its weights would be concatenated at every step), and batch_linear does not
+      // stack one input twice. (--param_layout=stacked joins them: the corpus highway's
+      // stacked_expect_rules.)
+      {"highway", {{"batch_linear_same_input", 0}, {"batch_linear", 0}}},
       {"feature_towers",
        {{"batch_linear", 2}, {"batch_tanh", 1}, {"batch_layernorm", 1}, {"batch_relu", 1}}},
   };

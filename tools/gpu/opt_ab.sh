@@ -48,9 +48,10 @@ kernels_of() {
 }
 ab() {  # ab NAME ORIGINAL INPUTS
   local name=$1 a=$2 in=$3 b="$work/${1// /_}${label:+.$label}.opt.pt" line fwd train k=""
-  # shellcheck disable=SC2086  # opt_flags: several flags
+  local flags=()
+  read -ra flags <<<"$opt_flags"  # several flags, split on spaces, not globbed
   line=$(SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentier_opt --input="$a" --inputs="$in" \
-    --output="$b" $opt_flags 2>&1 | grep -o "[0-9]* rewrites (.*\|unchanged.*" | head -1)
+    --output="$b" "${flags[@]}" 2>&1 | grep -o "[0-9]* rewrites (.*\|unchanged.*" | head -1)
   fwd=$(timeout 120 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" --infer \
     --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
   train=$(timeout 150 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" \
