@@ -147,6 +147,9 @@ struct Rule {
   bool is_group = false;              // `group` section instead of `match`
   std::vector<ExprPtr> key;           // group rules: grouping key, one expression per line
   int64_t min_group = 2;              // group rules: smallest group rewritten
+  // group rules: the smallest group with --param_layout=stacked (the concatenated or stacked
+  // parameters are stored, not built at every step); -1: min_group.
+  int64_t stacked_min_group = -1;
   int64_t max_group = 256;            // group rules: largest group (bigger buckets are cut)
   // group rules: members need not be proven to have equal sizes in the dims that follow the
   // batch (the rewrite concatenates and splits by each member's runtime size instead of stacking).

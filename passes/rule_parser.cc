@@ -1,7 +1,8 @@
 // rule_parser.cc — a line-oriented recursive-descent parser for rule files.
 //
 // The grammar is in patterns/README.md. Each rule is a block from `rule NAME` to `end`; inside it,
-// attribute lines (`family`, `description`, `min_group`, `max_group`, `any_batch_size`) and
+// attribute lines (`family`, `description`, `min_group`, `stacked_min_group`, `max_group`,
+// `any_batch_size`) and
 // sections (`match` or `group`, `key`, `where`, `rewrite`). Lines are tokenized one at a time
 // (internal/rule_lexer.h) so that every error can name its file, line and column.
 //
@@ -147,7 +148,7 @@ class FileParser {
       return Error(line_no_, col,
                    absl::StrCat("rule '", r->rule.name, "' (line ", r->start + 1,
                                 ") is missing 'end' before the next rule"));
-    } else if (keyword == "min_group" || keyword == "max_group") {
+    } else if (keyword == "min_group" || keyword == "max_group" || keyword == "stacked_min_group") {
       SENTIER_RETURN_IF_ERROR(ParseGroupSize(keyword, trimmed, col, r));
     } else if (keyword == "any_batch_size") {
       if (trimmed != keyword) return Error(line_no_, col, "'any_batch_size' takes no value");
@@ -167,7 +168,7 @@ class FileParser {
     return absl::OkStatus();
   }
 
-  // `min_group N` / `max_group N` with N >= 1.
+  // `min_group N` / `stacked_min_group N` / `max_group N` with N >= 1.
   absl::Status ParseGroupSize(const std::string& keyword, const std::string& trimmed, int col,
                               RuleInProgress* r) {
     std::string value(absl::StripAsciiWhitespace(trimmed.substr(keyword.size())));
@@ -176,7 +177,9 @@ class FileParser {
       return Error(line_no_, col + static_cast<int>(keyword.size()) + 1,
                    absl::StrCat("'", keyword, "' needs a positive integer"));
     }
-    (keyword == "min_group" ? r->rule.min_group : r->rule.max_group) = v;
+    (keyword == "min_group"           ? r->rule.min_group
+     : keyword == "stacked_min_group" ? r->rule.stacked_min_group
+                                      : r->rule.max_group) = v;
     r->normalized.push_back(absl::StrCat(keyword, " ", v));
     r->section = Section::kNone;
     return absl::OkStatus();
@@ -294,8 +297,12 @@ class FileParser {
     if (rule.is_group && !rule.foreach.empty()) {
       return error(absl::StrCat("group rule '", rule.name, "' cannot use 'foreach'"));
     }
-    if (rule.min_group > rule.max_group) {
+    if (rule.min_group > rule.max_group || rule.stacked_min_group > rule.max_group) {
       return error(absl::StrCat("rule '", rule.name, "': min_group > max_group"));
+    }
+    if (rule.stacked_min_group > 0 && !rule.is_group) {
+      return error(absl::StrCat("'stacked_min_group' belongs to a 'group' rule ('", rule.name,
+                                "' is a match rule)"));
     }
     if (rule.any_batch_size && !rule.is_group) {
       return error(absl::StrCat("'any_batch_size' belongs to a 'group' rule ('", rule.name,

@@ -146,6 +146,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "end\n",
                 "bad.rules:1:1: rule 'r': min_group > max_group"},
         BadCase{"rule r\n  min_group 0\n", "bad.rules:2:13: 'min_group' needs a positive integer"},
+        BadCase{"rule r\n  stacked_min_group 0\n", "bad.rules:2:21: 'stacked_min_group' needs a positive integer"},
+        BadCase{"rule r\n  family f\n  description d\n  stacked_min_group 2\n  match\n    %y = aten::relu(%x)\n  rewrite\n    replace %y with %x\nend\n",
+                "bad.rules:1:1: 'stacked_min_group' belongs to a 'group' rule ('r' is a match rule)"},
         BadCase{"rule r\n  family f\nrule q\n", "bad.rules:3:1: rule 'r' (line 1) is missing 'end' "
                                               "before the next rule"},
         BadCase{"rule r\n  family f\n  description d\n  match\n    %a, %b = prim::ListUnpack(%l)"

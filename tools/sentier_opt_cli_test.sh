@@ -72,11 +72,11 @@ check no_inputs_hint 0 "no rule applied \(0 rewrites; without --inputs no sizes 
 # feature_groups' batched form runs more ops per forward (20 -> 27) and fewer per training step
 # (the backward of 7 linears and 8 relus becomes 2 and 1), so it is written by default and kept
 # original with --mode=inference; both counts are in the report.
-FG="$RUN/testdata/models/torch1.13/feature_groups"
+FG="$RUN/testdata/models/torch1.13/gated_bags"
 check step_count_decides 0 "rewrites \(" -- "$OPT" --input="$FG/scripted.pt" --inputs="$FG/inputs.pt" --output="$T/fg.pt" --report="$T/fg.json" --rules="$RULES"
 num() { grep -oE "\"$1\": [0-9]+" "$T/fg.json" | grep -oE '[0-9]+$'; }
-# The training step decides: feature_groups' batched form makes more kernel launches per forward
-# and fewer per training step.
+# The training step decides: gated_bags' batched form (its bags as one embedding_bag) makes more
+# kernel launches per forward and fewer per training step.
 fb=$(num kernel_launches_per_forward_before); fa=$(num kernel_launches_per_forward_after)
 sb=$(num kernel_launches_per_training_step_before); sa=$(num kernel_launches_per_training_step_after)
 if ! grep -q '"status": "optimized"' "$T/fg.json" || ! (( fa > fb && sa < sb && sb > fb )); then
@@ -84,10 +84,10 @@ if ! grep -q '"status": "optimized"' "$T/fg.json" || ! (( fa > fb && sa < sb && 
   fails=$((fails + 1))
 fi
 # Judged by the forward (inference), every rule together makes more kernel launches than the
-# original (the batched linears' stacking); sentier_opt publishes the rewrite without batch_linear,
-# which makes fewer, and the report says what it left out.
+# original (the batched bags' offsets); sentier_opt publishes the rewrite without
+# batch_embedding_bag_offsets, which makes fewer, and the report says what it left out.
 check forward_count_for_inference 0 "rewrites \(" -- "$OPT" --input="$FG/scripted.pt" --inputs="$FG/inputs.pt" --output="$T/fg_inf.pt" --report="$T/fg_inf.json" --mode=inference --rules="$RULES"
-if ! grep -qE 'Left out: batch_linear \(with every rule that fired the graph made [0-9]+ kernel launches per forward' "$T/fg_inf.json" ||
+if ! grep -qE 'Left out: batch_embedding_bag_offsets \(with every rule that fired the graph made [0-9]+ kernel launches per forward' "$T/fg_inf.json" ||
    ! grep -q '"untimed_dropped_rules": \[' "$T/fg_inf.json"; then
   echo "FAIL forward_count_for_inference report:"; cat "$T/fg_inf.json"; fails=$((fails + 1))
 fi

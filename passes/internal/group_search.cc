@@ -24,6 +24,11 @@ namespace sentier {
 namespace internal {
 namespace {
 
+// The smallest group the rule rewrites in this layout (Rule::stacked_min_group).
+int64_t MinGroup(const CompiledRule& rule, const RuleEnvironment& env) {
+  return env.stacked_parameters && rule.ast.stacked_min_group > 0 ? rule.ast.stacked_min_group : rule.ast.min_group;
+}
+
 // Nodes that can be moved to an earlier point of their block without changing anything: constants,
 // attribute reads of the module, and int-list literals.
 bool Hoistable(Node* n) {
@@ -424,7 +429,7 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
     }
     if (same) members.push_back(all_members[i]);
   }
-  if (static_cast<int64_t>(members.size()) < rule.ast.min_group) return ApplyResult::kNoMatch;
+  if (static_cast<int64_t>(members.size()) < MinGroup(rule, env)) return ApplyResult::kNoMatch;
   Node* anchor = members[0]->anchor;
   torch::jit::Block* block = anchor->owningBlock();
   Bindings combined;
@@ -468,8 +473,8 @@ ApplyResult ApplyGroup(const CompiledRule& rule, const std::vector<GroupMember*>
 // the anchor's own, computed by the same WidenSpan as a matched member's. On a chain of
 // candidates (each one reading what the previous one feeds) at most two spans overlap, and
 // matching every candidate in every round was most of what the search cost.
-bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& rule) {
-  const int64_t min_group = rule.ast.min_group;
+bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& rule, const RuleEnvironment& env) {
+  const int64_t min_group = MinGroup(rule, env);
   if (min_group < 2 || rule.nodes.size() != 1 || !rule.foreach.empty()) return false;
   if ((DebugCategories() & kGroups) != 0u) return false;  // the log lists every candidate
   // nullptr: the block's start (a definition) or no use (a use).
@@ -514,7 +519,7 @@ bool NoGroupCanForm(const std::vector<Node*>& candidates, const CompiledRule& ru
 bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& rule,
                     ShapeFacts* facts, const LegalityCheck& legal, const GroupReport& report,
                     const RuleEnvironment& env) {
-  if (NoGroupCanForm(candidates, rule)) return false;
+  if (NoGroupCanForm(candidates, rule, env)) return false;
   const std::string& name = rule.ast.name;
   std::vector<std::string> bucket_order;
   // The members in candidate order; a bucket lists its members' indices.
@@ -540,12 +545,12 @@ bool ApplyGroupRule(const std::vector<Node*>& candidates, const CompiledRule& ru
   bool touched = false;
   for (const std::string& key : bucket_order) {
     const std::vector<size_t>& matched = buckets[key];
-    if (static_cast<int64_t>(matched.size()) < rule.ast.min_group) continue;
+    if (static_cast<int64_t>(matched.size()) < MinGroup(rule, env)) continue;
     std::vector<GroupMember> group;
     Node* last_def = nullptr;
     Node* first_use = nullptr;
     auto flush = [&] {
-      if (static_cast<int64_t>(group.size()) >= rule.ast.min_group) {
+      if (static_cast<int64_t>(group.size()) >= MinGroup(rule, env)) {
         std::vector<GroupMember*> ptrs;
         for (auto& m : group) ptrs.push_back(&m);
         std::string error;

@@ -10,17 +10,18 @@
 #   tools/gpu/opt_ab.sh [--batch=4096] [--corpus=highway,towers] [--examples=highway]
 #                       [--bench=dlrm,dcn,mmoe,highway256,split_cat_chains,wide_branches]
 #                       [--rounds=6] [--steps=10] [--opt_flags='--disable=^lerp.*']
-#                       [--label=NAME] [--kernels]
+#                       [--label=NAME] [--kernels] [--ab_timeout=150]
 #
 # --opt_flags: more sentier_opt flags (a rule ablation, say); --label: the table's and files'
 # name for that variant; --kernels: CUDA kernels per training step of both models
-# (tools/gpu/step_profile.py --kernels). Writes ${OUT:-build}/opt-ab[-LABEL].md (one row per
+# (tools/gpu/step_profile.py --kernels); --ab_timeout: seconds each A/B (forward, training step)
+# may take before it is reported as "no result". Writes ${OUT:-build}/opt-ab[-LABEL].md (one row per
 # model: aten ops, forward and training-step speed-ups, median and range over the rounds).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build}"
 batch=4096; corpus=highway,towers,wide,mmoe,dlrm; examples=highway; bench=""; rounds=6; steps=10
-opt_flags=""; label=""; kernels=""
+opt_flags=""; label=""; kernels=""; ab_timeout=150
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
@@ -32,6 +33,7 @@ for a in "$@"; do
     --opt_flags=*) opt_flags="${a#--opt_flags=}" ;;
     --label=*) label="${a#--label=}" ;;
     --kernels) kernels=1 ;;
+    --ab_timeout=*) ab_timeout="${a#--ab_timeout=}" ;;
     *) echo "opt_ab: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -52,9 +54,9 @@ ab() {  # ab NAME ORIGINAL INPUTS
   read -ra flags <<<"$opt_flags"  # several flags, split on spaces, not globbed
   line=$(SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentier_opt --input="$a" --inputs="$in" \
     --output="$b" "${flags[@]}" 2>&1 | grep -o "[0-9]* rewrites (.*\|unchanged.*" | head -1)
-  fwd=$(timeout 120 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" --infer \
+  fwd=$(timeout "$ab_timeout" python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" --infer \
     --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
-  train=$(timeout 150 python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" \
+  train=$(timeout "$ab_timeout" python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" \
     --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
   [[ -z $kernels ]] || k=" $(kernels_of "$a" "$in") -> $(kernels_of "$b" "$in") |"
   rows="$rows
