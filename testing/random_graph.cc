@@ -1057,12 +1057,13 @@ class Gen {
   }
 
   // Spelled-out forms of ops LibTorch also has fused: a + b * c, a highway gate's mix
-  // g * x + (1 - g) * y, bmm(a, b) + bias, mm(a, b) + bias; sometimes with the operands in an
-  // order the fused rules do not match.
+  // g * x + (1 - g) * y, bmm(a, b) + bias, mm(a, b) + bias, relus joined by one cat (which the
+  // CUDA fuser runs as one kernel); sometimes with the operands in an order the fused rules do
+  // not match.
   void Fused() {
     std::string one = Int(1);
     std::string y = Fresh();
-    switch (R(0, 4)) {
+    switch (R(0, 5)) {
       case 0: {  // a + b * c (c sometimes a broadcast parameter)
         int a = PickAny();
         Shape s = pool_[a].shape;
@@ -1122,6 +1123,29 @@ class Gen {
         // Back to the batch on dim 0, as every pool value has it.
         Emit(y + " : Tensor", absl::StrCat("aten::permute(", r, ", ", IntList({1, 0, 2}), ")"));
         Add(y, {bsz, g, o}, false);
+        return;
+      }
+      case 4: {  // cat([relu(a_1), ..., relu(a_k)], d); sometimes one piece a tanh instead
+        int a = PickAny();
+        Shape s = pool_[a].shape;
+        int64_t rank = s.size(), d = R(0, rank - 1), k = R(2, 4);
+        std::vector<std::string> pieces;
+        std::vector<int> used = {a};  // distinct operands: one value's relu twice sums its gradient
+        const int64_t odd = P(0.2) ? R(0, k - 1) : -1;
+        for (int64_t i = 0; i < k; ++i) {
+          int operand = a;
+          if (i > 0) {
+            operand = SameShape(a);
+            if (std::find(used.begin(), used.end(), operand) != used.end()) operand = NewInput(s);
+            used.push_back(operand);
+          }
+          std::string r = Fresh();
+          Emit(r + " : Tensor", absl::StrCat(i == odd ? "aten::tanh(" : "aten::relu(", Use(operand), ")"));
+          pieces.push_back(r);
+        }
+        Shape out = s;
+        out[d] *= k;
+        Add(Cat(pieces, d, rank, "cat"), out, false);
         return;
       }
       default: {  // mm(a, w) + bias
