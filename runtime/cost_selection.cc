@@ -137,8 +137,7 @@ class RuleSelector {
 
   // The original's judged step from a timing of it (CostSelection::original_step_ms).
   void NoteOriginalStep(const Trial& original) {
-    const bool with_forward = options_.training && options_.inference_too;
-    sel_.original_step_ms = with_forward ? original.ms - original.forward_ms : original.ms;
+    sel_.original_step_ms = StepMs(original);
     sel_.original_step_peak_bytes = original.peak;
   }
 
@@ -151,7 +150,7 @@ class RuleSelector {
   // Bytes by which a trial's peaks exceed what the memory policy allows (0: within bounds;
   // runtime/verdict.h): the scored step's peak by its time, the forward's by the forward's.
   int64_t Excess(const Trial& t) const {
-    int64_t e = JudgeMemory({orig_.ms, orig_.peak}, {t.ms, t.peak}, options_.margins).excess_bytes;
+    int64_t e = JudgeMemory({StepMs(orig_), orig_.peak}, {StepMs(t), t.peak}, options_.margins).excess_bytes;
     if (JudgesForwardMemory(t)) {
       e += JudgeMemory({orig_.forward_ms, orig_.forward_peak}, {t.forward_ms, t.forward_peak}, options_.margins)
                .excess_bytes;
@@ -168,6 +167,10 @@ class RuleSelector {
     const VerdictMargins& m = options_.margins;
     const bool default_policy = std::isnan(m.memory) && m.max_step_bytes <= 0;
     return !(default_policy && t.forward_peak >= 0 && t.forward_peak <= orig_.peak);
+  }
+  // The judged step's time: the training step alone where the forward is in the score.
+  double StepMs(const Trial& t) const {
+    return options_.training && options_.inference_too ? t.ms - t.forward_ms : t.ms;
   }
   bool Faster(double ms, double than) const { return FasterThan(ms, than, options_.margins); }
   std::string Describe(const Trial& t) const {
@@ -200,6 +203,7 @@ absl::Status RuleSelector::MeasureBaseline() {
   sel_.original_forward_ms = orig_.forward_ms;
   sel_.original_peak_bytes = orig_.peak;
   sel_.original_forward_peak_bytes = orig_.forward_peak;
+  sel_.forward_in_score = options_.training && options_.inference_too;
   NoteOriginalStep(orig_);
   sel_.log.push_back(absl::StrFormat("all rules: %s (original %s)", Describe(best_), Describe(orig_)));
   sel_.none_fired = best_.fired.empty();

@@ -24,7 +24,9 @@
 //
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
 // original's (the training step's; with inference_too the forward's as well), by more than
-// memory_margin, is not acceptable however fast. When the whole set is over, every batching
+// memory_margin, is not acceptable however fast. Under the default policy each peak is weighed
+// against its own step's time (the training step's peak against the training step alone, as the
+// job's validation judges it), not against the score. When the whole set is over, every batching
 // (group) rule is left out, and those that fired are added back one at a time, in load order,
 // where they fire, the set stays within bounds and gets faster; the greedy pass for speed then only accepts sets
 // within bounds. When no set is within bounds, the selection is not `faster` and the caller
@@ -86,6 +88,11 @@ struct CostSelection {
   double original_ms = 0.0;              // score: training step (+ forward with inference_too)
   double optimized_ms = 0.0;             // with the selected set
   double original_forward_ms = 0.0, optimized_forward_ms = 0.0;
+  bool forward_in_score = false;         // the score is training step + forward (inference_too)
+  // The judged step's time, which the memory policy weighs against its peak: the training step
+  // alone where the forward is in the score (the forward's peak is judged by the forward's time).
+  double OriginalStepMs() const { return forward_in_score ? original_ms - original_forward_ms : original_ms; }
+  double OptimizedStepMs() const { return forward_in_score ? optimized_ms - optimized_forward_ms : optimized_ms; }
   // Peak bytes of one step (training step, or forward without training) and of one forward.
   int64_t original_peak_bytes = -1, optimized_peak_bytes = -1;
   int64_t original_forward_peak_bytes = -1, optimized_forward_peak_bytes = -1;

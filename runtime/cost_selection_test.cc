@@ -285,6 +285,34 @@ TEST_F(CostSelectionTest, AForwardPeakWithinTheOriginalTrainingPeakIsNotJudgedBy
   EXPECT_EQ(owner.rules->size(), 0u);
 }
 
+// In mode both the training step's peak is weighed against the training step's own time, as the
+// job's validation weighs it, not against the score (training step + forward): a forward 13x
+// faster does not pay for a training step's peak. (8 towers on the H200, Thu Dec 3 00:01: the gate
+// kept the rewrite by its score, validation refused it at 1.2x and 1.54x the peak.)
+TEST_F(CostSelectionTest, TheTrainingPeakIsWeighedAgainstTheTrainingStepAlone) {
+  ScriptedTimings timings;
+  timings.fast = {"batch_linear"};
+  timings.fast_ms = 5.0;                          // score: training 4.69 + forward 0.31
+  timings.original_forward_ms = {4.0, 4.0};       // score 10: training 6 + forward 4
+  timings.original_peak = int64_t{100} << 20;
+  timings.fast_peak = int64_t{170} << 20;         // 1.7x: within 2x (score), over 1.28x (step)
+  auto sel = SelectRules(*rules_, TrainingAndForward(), timings.Measurer());
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
+  EXPECT_FALSE(sel->faster);
+  EXPECT_TRUE(sel->nothing_fires_within_memory);
+  EXPECT_TRUE(sel->forward_in_score);
+  EXPECT_DOUBLE_EQ(sel->OriginalStepMs(), 6.0);
+  // Training alone, the same step gain (2x) allows the same peak.
+  ScriptedTimings training;
+  training.fast = {"batch_linear"};
+  training.original_peak = int64_t{100} << 20;
+  training.fast_peak = int64_t{170} << 20;
+  auto alone = SelectRules(*rules_, CostOptions(), training.Measurer());
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(alone->faster);
+}
+
 TEST_F(CostSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
   ScriptedTimings timings;
   timings.fast = {"batch_linear"};

@@ -94,10 +94,10 @@ void JudgeTimed(const PipelineRequest& req, const std::string& optimized_reason,
   }
 }
 
-// GateMemory: the memory policy's judgement of the gate's selection (its scored step).
+// GateMemory: the memory policy's judgement of the gate's selection (its judged step).
 MemoryJudgement GateMemory(const CostSelection& sel, const VerdictMargins& margins) {
-  return JudgeMemory({sel.original_ms, sel.original_peak_bytes}, {sel.optimized_ms, sel.optimized_peak_bytes},
-                     margins);
+  return JudgeMemory({sel.OriginalStepMs(), sel.original_peak_bytes},
+                     {sel.OptimizedStepMs(), sel.optimized_peak_bytes}, margins);
 }
 
 }  // namespace
