@@ -135,10 +135,10 @@ class RuleSelector {
   absl::Status Confirm(const RuleSet& chosen);
   bool DecisiveGain() const;
 
-  // The original's judged step from a timing of it (CostSelection::original_step_ms).
+  // The original's judged step from a timing of it (CostSelection::last_original_step_ms).
   void NoteOriginalStep(const Trial& original) {
-    sel_.original_step_ms = StepMs(original);
-    sel_.original_step_peak_bytes = original.peak;
+    sel_.last_original_step_ms = StepMs(original);
+    sel_.last_original_step_peak_bytes = original.peak;
   }
 
   // The set without `names`, measured; the rules that fire in it are noted in ever_fired_.
@@ -169,9 +169,8 @@ class RuleSelector {
     return !(default_policy && t.forward_peak >= 0 && t.forward_peak <= orig_.peak);
   }
   // The judged step's time: the training step alone where the forward is in the score.
-  double StepMs(const Trial& t) const {
-    return options_.training && options_.inference_too ? t.ms - t.forward_ms : t.ms;
-  }
+  double StepMs(const Trial& t) const { return JudgedStepMs(t.ms, t.forward_ms, ForwardInScore()); }
+  bool ForwardInScore() const { return options_.training && options_.inference_too; }
   bool Faster(double ms, double than) const { return FasterThan(ms, than, options_.margins); }
   std::string Describe(const Trial& t) const {
     if (options_.training && options_.inference_too) {
@@ -203,7 +202,7 @@ absl::Status RuleSelector::MeasureBaseline() {
   sel_.original_forward_ms = orig_.forward_ms;
   sel_.original_peak_bytes = orig_.peak;
   sel_.original_forward_peak_bytes = orig_.forward_peak;
-  sel_.forward_in_score = options_.training && options_.inference_too;
+  sel_.forward_in_score = ForwardInScore();
   NoteOriginalStep(orig_);
   sel_.log.push_back(absl::StrFormat("all rules: %s (original %s)", Describe(best_), Describe(orig_)));
   sel_.none_fired = best_.fired.empty();
@@ -360,9 +359,9 @@ absl::Status RuleSelector::Confirm(const RuleSet& chosen) {
 // of the original's in the timing that chose it: no drift seen between two timings accounts for
 // that, so it is not timed again (the header says why).
 bool RuleSelector::DecisiveGain() const {
-  const bool judge_forward = options_.training && options_.inference_too;
   const bool step = best_.ms > 0 && orig_.ms >= best_.ms * kDecisiveGain;
-  const bool forward = !judge_forward || (best_.forward_ms > 0 && orig_.forward_ms >= best_.forward_ms * kDecisiveGain);
+  const bool forward =
+      !ForwardInScore() || (best_.forward_ms > 0 && orig_.forward_ms >= best_.forward_ms * kDecisiveGain);
   return step && forward;
 }
 

@@ -10,8 +10,8 @@
 // back; unconfirmed, the original is kept. A decisive gain (the step, and with inference_too the
 // forward, at most 1/kDecisiveGain of the original's) is not timed again: two timings of one
 // graph were seen to differ by up to 1.3x, never by 1.5x, and on a model of thousands of kernels
-// that timing of the original is most of the gate's time (256 branches on the H200: 12-16 s). With inference_too, the forward must not be slower
-// either, judged on both timings together (the geometric mean of the two forward ratios): on a
+// that timing of the original is most of the gate's time (256 branches on the H200: 12-16 s).
+// With inference_too, the forward must not be slower either, judged on both timings together (the geometric mean of the two forward ratios): on a
 // forward of a few tenths of a millisecond one timing alone can be 10% off either way, and it
 // must neither publish a slower forward nor refuse a selection on one unlucky timing.
 //
@@ -72,6 +72,12 @@ struct CostOptions {
 // A gain this large (the original's time over the selection's) is not confirmed by timing again.
 inline constexpr double kDecisiveGain = 1.5;
 
+// JudgedStepMs: the time the memory policy weighs a step's peak against, from a score: the
+// training step alone where the forward is in the score (training with inference_too).
+inline double JudgedStepMs(double score_ms, double forward_ms, bool forward_in_score) {
+  return forward_in_score ? score_ms - forward_ms : score_ms;
+}
+
 struct CostSelection {
   std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
   bool faster = false;                   // the selected set beats the original
@@ -91,8 +97,8 @@ struct CostSelection {
   bool forward_in_score = false;         // the score is training step + forward (inference_too)
   // The judged step's time, which the memory policy weighs against its peak: the training step
   // alone where the forward is in the score (the forward's peak is judged by the forward's time).
-  double OriginalStepMs() const { return forward_in_score ? original_ms - original_forward_ms : original_ms; }
-  double OptimizedStepMs() const { return forward_in_score ? optimized_ms - optimized_forward_ms : optimized_ms; }
+  double OriginalStepMs() const { return JudgedStepMs(original_ms, original_forward_ms, forward_in_score); }
+  double OptimizedStepMs() const { return JudgedStepMs(optimized_ms, optimized_forward_ms, forward_in_score); }
   // Peak bytes of one step (training step, or forward without training) and of one forward.
   int64_t original_peak_bytes = -1, optimized_peak_bytes = -1;
   int64_t original_forward_peak_bytes = -1, optimized_forward_peak_bytes = -1;
@@ -112,8 +118,8 @@ struct CostSelection {
   // as the selection last timed them (the confirmation's, or the first timing's where the gain
   // was decisive): the validation of the artifact this selection publishes takes them rather
   // than timing the original once more in the same job.
-  double original_step_ms = -1.0;
-  int64_t original_step_peak_bytes = -1;
+  double last_original_step_ms = -1.0;
+  int64_t last_original_step_peak_bytes = -1;
   // Rules left out (slower with them, or over in memory) that fire on this model in some
   // measured set; group rules that match nothing here are left out too but not listed.
   std::vector<std::string> dropped;

@@ -340,8 +340,8 @@ TEST_F(CostSelectionTest, TheSelectionKeepsItsLastTimingOfTheOriginalsJudgedStep
   ASSERT_TRUE(both.ok()) << both.status();
   ASSERT_TRUE(both->faster);
   EXPECT_EQ(timings.with_original, 2);  // the forward's gain (none) is not decisive: confirmed
-  EXPECT_EQ(both->original_step_ms, 10.0 - 2.0);
-  EXPECT_EQ(both->original_step_peak_bytes, int64_t{3} << 20);
+  EXPECT_EQ(both->last_original_step_ms, 10.0 - 2.0);
+  EXPECT_EQ(both->last_original_step_peak_bytes, int64_t{3} << 20);
 }
 
 // A decisive gain (2x here) is not timed again; 1.25x is.
@@ -354,7 +354,7 @@ TEST_F(CostSelectionTest, ADecisiveGainIsNotTimedAgain) {
   EXPECT_TRUE(sel->faster);
   EXPECT_EQ(decisive.with_original, 1);
   EXPECT_EQ(sel->confirm_ms, -1.0);
-  EXPECT_EQ(sel->original_step_ms, 10.0);
+  EXPECT_EQ(sel->last_original_step_ms, 10.0);
   EXPECT_EQ(sel->log.back(), "not timed again: 5.000 vs 10.000 ms is a gain of 2.0x (1.5x or more is decisive)");
   ScriptedTimings modest;
   modest.fast = {"batch_linear"};

@@ -367,9 +367,9 @@ struct CarriedReference {
 std::optional<CarriedReference> ReferenceToCarry(const PipelineRequest& req, const Outcome& out,
                                                  const CheckOptions& check) {
   if (!check.time || check.device != Device::kCuda) return std::nullopt;
-  if (out.selection && out.selection->faster && out.selection->original_step_ms > 0 &&
-      out.selection->original_step_peak_bytes >= 0 && out.selection->timing == check.timing) {
-    return CarriedReference{out.selection->original_step_ms, out.selection->original_step_peak_bytes,
+  if (out.selection && out.selection->faster && out.selection->last_original_step_ms > 0 &&
+      out.selection->last_original_step_peak_bytes >= 0 && out.selection->timing == check.timing) {
+    return CarriedReference{out.selection->last_original_step_ms, out.selection->last_original_step_peak_bytes,
                             std::nullopt};
   }
   if (out.reused_from && req.reuse && req.reuse->reference_step_ms > 0 &&
@@ -390,7 +390,6 @@ CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
   check.time = out.placement.timed;
   check.timing = out.selection ? out.selection->timing : req.timing;
   check.executor_stall_s = req.executor_stall_s;
-  check.time_reference = !ReferenceToCarry(req, out, check).has_value();
   return check;
 }
 
@@ -429,10 +428,11 @@ absl::StatusOr<Validation> Validate(const PipelineRequest& req, const Outcome& o
         "the artifact does not load: ", (candidate.ok() ? reference : candidate).status().message()));
   }
   CheckOptions options = ValidationOptions(req, out);
+  std::optional<CarriedReference> carried = ReferenceToCarry(req, out, options);
+  options.time_reference = !carried.has_value();
   auto checked = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
   if (!checked.ok()) return checked.status();
   if (!checked->equivalent) return absl::InvalidArgumentError(checked->first_failure);
-  std::optional<CarriedReference> carried = ReferenceToCarry(req, out, options);
   if (carried) {
     if (checked->timing_fallback.empty()) {
       CarryReferenceStep(req, *carried, &*checked);

@@ -146,7 +146,7 @@ struct Validation {
   // timing here (ReusableDecision::reference_step_ms).
   std::optional<int64_t> reference_from_version;
   // Where they came from the gate's last timing of the original in this job (CostSelection::
-  // original_step_ms): the original is not timed again here.
+  // last_original_step_ms): the original is not timed again here.
   bool reference_from_gate = false;
 };
 

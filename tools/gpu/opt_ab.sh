@@ -16,7 +16,8 @@
 # name for that variant; --kernels: CUDA kernels per training step of both models
 # (tools/gpu/step_profile.py --kernels); --ab_timeout: seconds each A/B (forward, training step)
 # may take before it is reported as "no result". Writes ${OUT:-build}/opt-ab[-LABEL].md (one row per
-# model: aten ops, forward and training-step speed-ups, median and range over the rounds).
+# model: what sentier_opt rewrote, forward and training-step speed-ups, median and range over the
+# rounds).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build}"
@@ -48,16 +49,19 @@ kernels_of() {
   timeout 120 python3 tools/gpu/step_profile.py --archive "$1" --inputs "$2" --kernels 2>&1 |
     grep -o '[0-9.]* CUDA kernels and copies per step' | cut -d' ' -f1
 }
+# speedup A B INPUTS [--infer]: ab_time.py's median speed-up and range, "1.23x (1.10-1.30)".
+speedup() {
+  timeout "$ab_timeout" python3 tools/gpu/ab_time.py --a "$1" --b "$2" --inputs "$3" "${@:4}" \
+    --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null
+}
 ab() {  # ab NAME ORIGINAL INPUTS
   local name=$1 a=$2 in=$3 b="$work/${1// /_}${label:+.$label}.opt.pt" line fwd train k=""
   local flags=()
   read -ra flags <<<"$opt_flags"  # several flags, split on spaces, not globbed
   line=$(SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentier_opt --input="$a" --inputs="$in" \
     --output="$b" "${flags[@]}" 2>&1 | grep -o "[0-9]* rewrites (.*\|unchanged.*" | head -1)
-  fwd=$(timeout "$ab_timeout" python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" --infer \
-    --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
-  train=$(timeout "$ab_timeout" python3 tools/gpu/ab_time.py --a "$a" --b "$b" --inputs "$in" \
-    --rounds "$rounds" --steps "$steps" 2>&1 | grep '^AB ' | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()[3:]); print("%.2fx (%.2f-%.2f)" % (r["speedup_median"], r["speedup_min"], r["speedup_max"]))' 2>/dev/null)
+  fwd=$(speedup "$a" "$b" "$in" --infer)
+  train=$(speedup "$a" "$b" "$in")
   [[ -z $kernels ]] || k=" $(kernels_of "$a" "$in") -> $(kernels_of "$b" "$in") |"
   rows="$rows
 | $name | ${line:-?} | ${fwd:-no result} | ${train:-no result} |$k"
