@@ -532,7 +532,35 @@ TEST(VerdictTest, JudgeMemoryNamesTheClauseThatBounds) {
   EXPECT_GT(JudgeMemory({10.0, 100 * kMiB}, {11.0, 101 * kMiB}, m).excess_bytes, 0);
   m.memory = -1;  // off
   EXPECT_EQ(JudgeMemory({10.0, 100 * kMiB}, {11.0, 900 * kMiB}, m).excess_bytes, 0);
-  EXPECT_EQ(MemoryPolicyName(VerdictMargins{}), "time_memory_product+device_share");
+  EXPECT_EQ(MemoryPolicyName(VerdictMargins{}), "time_memory_product+small_growth+device_share");
+}
+
+// Growth the device cannot miss (1/1024 of its memory) is allowed whatever the speed-up: the 8
+// towers on the H200 (Thu Dec 3 00:01: 3.19 -> 2.65 ms, 26.3 -> 40.4 MiB, where the product allows
+// 31.7 MiB) against a 139 MiB allowance. Above it the product decides again, and a rule set whose
+// memory grows without a matching speed-up is refused.
+TEST(VerdictTest, SmallGrowthIsAllowedWhateverTheSpeedUp) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  VerdictMargins m;
+  m.small_growth_bytes = 139 * kMiB;
+  m.device_limit_bytes = 70 * 1024 * kMiB;
+  const StepFigures original{3.19, static_cast<int64_t>(26.3 * kMiB)};
+  MemoryJudgement eight = JudgeMemory(original, {2.65, static_cast<int64_t>(40.4 * kMiB)}, m);
+  EXPECT_EQ(eight.excess_bytes, 0);
+  EXPECT_EQ(eight.clause, MemoryClause::kSmallGrowth);
+  EXPECT_EQ(Judge(original, {2.65, static_cast<int64_t>(40.4 * kMiB)}, m), Verdict::kFaster);
+  // 1.1x faster at 2x a 200 MiB peak: 200 MiB more is over both the product and the allowance.
+  MemoryJudgement big = JudgeMemory({11.0, 200 * kMiB}, {10.0, 400 * kMiB}, m);
+  EXPECT_EQ(big.clause, MemoryClause::kSmallGrowth);
+  EXPECT_EQ(big.excess_bytes, 400 * kMiB - (200 + 139) * kMiB);
+  EXPECT_EQ(Judge({11.0, 200 * kMiB}, {10.0, 400 * kMiB}, m), Verdict::kMoreMemory);
+  // Where the product allows more than the allowance, the product is the clause.
+  MemoryJudgement towers = JudgeMemory({40.81, 196 * kMiB}, {10.46, 323 * kMiB}, m);
+  EXPECT_EQ(towers.clause, MemoryClause::kTimeMemoryProduct);
+  EXPECT_EQ(towers.excess_bytes, 0);
+  // The owner's margin is not loosened by it.
+  m.memory = 0.1;
+  EXPECT_GT(JudgeMemory(original, {2.65, static_cast<int64_t>(40.4 * kMiB)}, m).excess_bytes, 0);
 }
 
 }  // namespace

@@ -184,6 +184,9 @@ absl::StatusOr<Placement> Place(const PipelineRequest& req, const LoadedModel& l
   if (device_bytes > 0 && req.device_share > 0) {
     placement.margins.device_limit_bytes = static_cast<int64_t>(req.device_share * device_bytes);
   }
+  if (device_bytes > 0) {
+    placement.margins.small_growth_bytes = static_cast<int64_t>(kSmallGrowthShare * static_cast<double>(device_bytes));
+  }
   return placement;
 }
 

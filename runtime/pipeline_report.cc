@@ -35,6 +35,9 @@ void AddMemoryPolicy(const Outcome& out, nlohmann::json* j) {
   if (!std::isnan(m.memory)) (*j)["memory_margin"] = m.memory;
   nlohmann::json policy = {{"policy", MemoryPolicyName(m)}};
   if (m.device_limit_bytes > 0) policy["device_limit_bytes"] = m.device_limit_bytes;
+  if (std::isnan(m.memory) && m.max_step_bytes <= 0 && m.small_growth_bytes > 0) {
+    policy["small_growth_bytes"] = m.small_growth_bytes;
+  }
   if (m.max_step_bytes > 0) policy["max_step_bytes"] = m.max_step_bytes;
   if (out.memory) {
     policy["clause"] = MemoryClauseName(out.memory->clause);

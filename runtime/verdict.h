@@ -11,12 +11,15 @@
 // must not publish a model). The memory policy, in one sentence: a faster step may hold as much
 // more memory as it is faster — its time x peak memory may not exceed the original's (3.9x
 // faster may peak at up to 3.9x: at a proportionally smaller batch it would need no more memory
-// and still be faster) — as long as its peak stays within a share of the device's memory; a
-// budget of the model's owner (a margin over the original's peak, or an absolute peak) replaces
-// both. Batching holds more at once whatever its spelling (the same towers batched by hand in
+// and still be faster), or by any amount the device cannot miss (a 1/1024 share of its memory:
+// such growth moves the largest batch that fits in the device share by under 0.2%) — as long as
+// its peak stays within a share of the device's memory; a budget of the model's owner (a margin
+// over the original's peak, or an absolute peak) replaces these. Batching holds more at once whatever its spelling (the same towers batched by hand in
 // eager PyTorch peak at 2.5x the original), so a bound near the original's peak refuses batching
 // itself. The clauses:
 //   time_memory_product  (default) candidate peak <= original peak x original ms / candidate ms
+//   small_growth         (default) candidate peak <= original peak + small_growth_bytes, where
+//                        that is more than the product allows
 //   device_share         (default) candidate peak <= device_limit_bytes (a share of the device)
 //   margin               `memory` >= 0: peak <= original peak x (1 + memory)
 //   max_step_bytes       `max_step_bytes` > 0: peak <= max_step_bytes
@@ -48,6 +51,10 @@ inline constexpr double kMemoryPolicyDefault = std::numeric_limits<double>::quie
 // policy (sentierd and sentier_opt --max_memory_share).
 inline constexpr double kDefaultDeviceShare = 0.5;
 
+// kSmallGrowthShare: under the default policy, growth of a step's peak within this share of the
+// device's memory is allowed whatever the speed-up (H200: 139 MiB; a 24 GiB host: 24 MiB).
+inline constexpr double kSmallGrowthShare = 1.0 / 1024;
+
 struct VerdictMargins {
   double speed = 0.02;  // a change must win by more than this fraction
   // The default policy (NaN), a margin (>= 0: a fraction of the original's peak), or off (< 0).
@@ -55,13 +62,15 @@ struct VerdictMargins {
   int64_t memory_floor_bytes = int64_t{4} << 20;  // a peak may exceed its bound by this much
   int64_t max_step_bytes = -1;      // > 0: the owner's absolute budget (replaces every clause)
   int64_t device_limit_bytes = -1;  // default policy: a share of the device's memory (-1: unknown)
+  int64_t small_growth_bytes = -1;  // default policy: growth the device cannot miss (-1: unknown)
 };
 
-enum class MemoryClause { kTimeMemoryProduct, kDeviceShare, kMargin, kMaxStepBytes, kOff };
+enum class MemoryClause { kTimeMemoryProduct, kSmallGrowth, kDeviceShare, kMargin, kMaxStepBytes, kOff };
 
 inline const char* MemoryClauseName(MemoryClause clause) {
   switch (clause) {
     case MemoryClause::kTimeMemoryProduct: return "time_memory_product";
+    case MemoryClause::kSmallGrowth: return "small_growth";
     case MemoryClause::kDeviceShare: return "device_share";
     case MemoryClause::kMargin: return "margin";
     case MemoryClause::kMaxStepBytes: return "max_step_bytes";
@@ -73,7 +82,7 @@ inline const char* MemoryClauseName(MemoryClause clause) {
 // PolicyName: the policy in force, in the report's words.
 inline std::string MemoryPolicyName(const VerdictMargins& m) {
   if (m.max_step_bytes > 0) return MemoryClauseName(MemoryClause::kMaxStepBytes);
-  if (std::isnan(m.memory)) return "time_memory_product+device_share";
+  if (std::isnan(m.memory)) return "time_memory_product+small_growth+device_share";
   return MemoryClauseName(m.memory < 0 ? MemoryClause::kOff : MemoryClause::kMargin);
 }
 
@@ -113,8 +122,15 @@ inline MemoryJudgement JudgeMemory(const StepFigures& original, const StepFigure
   } else {
     if (orig < 0 || cand < 0) return {cand < 0 && orig < 0 ? 0 : 1, -1, MemoryClause::kTimeMemoryProduct};
     const double speedup = candidate.ms > 0 && original.ms > 0 ? std::max(1.0, original.ms / candidate.ms) : 1.0;
-    bound(std::max(static_cast<int64_t>(static_cast<double>(orig) * speedup), orig + m.memory_floor_bytes),
-          MemoryClause::kTimeMemoryProduct);
+    // The product and the small growth are alternatives (the looser one bounds); the device
+    // share bounds both.
+    int64_t allowed = std::max(static_cast<int64_t>(static_cast<double>(orig) * speedup), orig + m.memory_floor_bytes);
+    MemoryClause clause = MemoryClause::kTimeMemoryProduct;
+    if (m.small_growth_bytes > 0 && orig + m.small_growth_bytes > allowed) {
+      allowed = orig + m.small_growth_bytes;
+      clause = MemoryClause::kSmallGrowth;
+    }
+    bound(allowed, clause);
     if (m.device_limit_bytes > 0) bound(std::max(m.device_limit_bytes, orig), MemoryClause::kDeviceShare);
   }
   if (cand >= 0 && j.allowed_bytes >= 0) j.excess_bytes = std::max<int64_t>(0, cand - j.allowed_bytes);
