@@ -14,6 +14,7 @@
 #include "passes/sample_inputs.h"
 #include "passes/shape_facts.h"
 #include "passes/torch_error.h"
+#include "passes/unfused_large_cats.h"
 
 namespace sentier {
 namespace {
@@ -44,7 +45,7 @@ constexpr int64_t kFactsBatch = 16;
 
 // One optimization of one graph, in steps: inline and count -> first canonicalization -> facts ->
 // rewrite rounds (canonicalize, facts, rules) -> pool constants and drop dead nodes -> stacked
-// layout -> member gradients and the report's timings -> lint.
+// layout -> member gradients, large cats kept unfused, and the report's timings -> lint.
 class Optimizer {
  public:
   Optimizer(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
@@ -66,6 +67,10 @@ class Optimizer {
     int64_t member_views = 0;
     ContiguousMemberGradients(graph_, &member_views);
     if (member_views > 0) report_.canonicalize["member_gradient_layout.stacks"] = member_views;
+    // Cats of many tensors stay out of the CUDA fuser, whose compile of them does not finish.
+    int64_t unfused_cats = 0;
+    KeepLargeCatsUnfused(graph_, &unfused_cats);
+    if (unfused_cats > 0) report_.canonicalize["unfused_large_cats"] = unfused_cats;
     for (const auto& [pass, ms] : pass_ms_) report_.stage_ms["canonicalize." + pass] = ms;
     graph_->lint();  // a rewrite that broke the graph must never reach a published artifact
     return absl::OkStatus();

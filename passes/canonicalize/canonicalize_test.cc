@@ -15,6 +15,7 @@
 
 #include "passes/canonicalize/passes.h"
 #include "passes/canonicalize/pipeline.h"
+#include "passes/unfused_large_cats.h"
 
 namespace sentier {
 namespace {
@@ -687,6 +688,52 @@ graph(%x : Tensor):
   EXPECT_TRUE(UnrollKnownLoops(g, &counters));
   FileCheck().check_not("prim::Loop")->check_count("aten::relu", 3, true)->run(*g);
   EXPECT_EQ(counters["unroll_loops.loops"], 1);
+}
+
+// A cat of more than kMaxFusedCatInputs tensors reads its list through aten::list, which the
+// TensorExpr fuser does not take (it fuses only a cat of a ListConstruct used once); a smaller cat,
+// and a cat whose list has another use, are left as they are. The values are the same.
+TEST(KeepLargeCatsUnfusedTest, ACatOfManyTensorsReadsACopyOfItsList) {
+  std::string ir = "graph(%x : Tensor):\n  %one : int = prim::Constant[value=1]()\n";
+  std::string big = "  %big : Tensor[] = prim::ListConstruct(";
+  for (int i = 0; i < 12; ++i) {
+    ir += "  %r" + std::to_string(i) + " : Tensor = aten::relu(%x)\n";
+    big += (i ? ", %r" : "%r") + std::to_string(i);
+  }
+  ir += big + ")\n";
+  ir += "  %small : Tensor[] = prim::ListConstruct(%r0, %r1, %r2)\n";
+  ir += "  %a : Tensor = aten::cat(%big, %one)\n  %b : Tensor = aten::cat(%small, %one)\n";
+  ir += "  return (%a, %b)\n";
+  auto g = Parse(ir);
+  std::vector<c10::IValue> before = RunGraphOn(g, {torch::randn({2, 3})});
+  int64_t cats = 0;
+  ASSERT_TRUE(KeepLargeCatsUnfused(g, &cats));
+  EXPECT_EQ(cats, 1);
+  FileCheck().check_count("aten::list(", 1, true)->run(*g);
+  std::vector<size_t> listed, direct;  // list sizes of the cats through aten::list, and not
+  for (torch::jit::Node* n : g->nodes()) {
+    if (n->kind() != c10::aten::cat) continue;
+    torch::jit::Node* def = n->input(0)->node();
+    if (def->kind() == c10::aten::list) {
+      listed.push_back(def->input(0)->node()->inputs().size());
+    } else {
+      direct.push_back(def->inputs().size());
+    }
+  }
+  EXPECT_EQ(listed, std::vector<size_t>{12});
+  EXPECT_EQ(direct, std::vector<size_t>{3});
+  EXPECT_FALSE(KeepLargeCatsUnfused(g));  // the copied list is no longer the fuser's
+  auto g2 = Parse(ir);
+  std::vector<c10::IValue> input = {torch::randn({2, 3})};
+  std::vector<c10::IValue> expected = RunGraphOn(g2, input);
+  KeepLargeCatsUnfused(g2);
+  std::vector<c10::IValue> got = RunGraphOn(g2, input);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].toTensor().equal(expected[0].toTensor()));
+  EXPECT_TRUE(got[1].toTensor().equal(expected[1].toTensor()));
+  EXPECT_EQ(before.size(), 2u);
+  // A threshold above the list's size leaves the big cat too.
+  EXPECT_FALSE(KeepLargeCatsUnfused(Parse(ir), nullptr, 12));
 }
 
 }  // namespace

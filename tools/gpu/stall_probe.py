@@ -8,7 +8,7 @@ each call; a process that has not finished after --timeout seconds is reported a
 the call it was in. Prints one line per archive and mode.
 
     python3 tools/gpu/stall_probe.py --inputs_dir DIR A.pt [B.pt ...] [--timeout 30] [--no_texpr]
-                                     [--diagnose OUTDIR]
+                                     [--diagnose OUTDIR] [--forward_only]
 
 --diagnose: each child runs with the executor's own log on (PYTORCH_JIT_LOG_LEVEL: the graph after
 each optimization stage, and the fuser's decisions) into OUTDIR/<archive>.<mode>.log; on a stall
@@ -111,6 +111,7 @@ def main():
                     help="also run each archive with the TensorExpr (CUDA) fuser off")
     ap.add_argument("--diagnose", metavar="OUTDIR",
                     help="executor logs per child, and where a stalled child is (see above)")
+    ap.add_argument("--forward_only", action="store_true", help="only the no_grad forwards")
     ap.add_argument("archives", nargs="+")
     args = ap.parse_args()
     if args.diagnose:
@@ -119,7 +120,7 @@ def main():
         name = os.path.basename(os.path.dirname(a))
         inputs = os.path.join(args.inputs_dir, name, "inputs.pt")
         for no_texpr in ((False, True) if args.no_texpr else (False,)):
-            for train in (False, True):
+            for train in ((False,) if args.forward_only else (False, True)):
                 print("%s %s%s: %s" % (a, "training step" if train else "no_grad forward",
                                        " (TensorExpr fuser off)" if no_texpr else "",
                                        probe(a, inputs, train, args.timeout, no_texpr,
