@@ -498,6 +498,17 @@ TEST_F(CostSelectionTest, DefaultPolicyRefusesMemoryGrowthWithoutAMatchingSpeedu
   EXPECT_FALSE(sel.faster);
   EXPECT_TRUE(sel.nothing_fires_within_memory);
   EXPECT_EQ(sel.dropped, std::vector<std::string>{"batch_linear"});
+  // The small-growth allowance changes nothing where the growth (1 MiB) is above it...
+  VerdictMargins allowance;
+  allowance.small_growth_bytes = kMiB / 2;
+  CostSelection above = SelectWithPeak(*rules_, {9.0, 2 * kMiB, allowance});
+  EXPECT_FALSE(above.faster);
+  EXPECT_TRUE(above.nothing_fires_within_memory);
+  // ...and lets the same set through where the growth is within it.
+  allowance.small_growth_bytes = 2 * kMiB;
+  CostSelection within = SelectWithPeak(*rules_, {9.0, 2 * kMiB, allowance});
+  EXPECT_TRUE(within.faster);
+  EXPECT_TRUE(within.within_memory);
 }
 
 TEST_F(CostSelectionTest, DeviceShareAndOwnerBudgetsBoundTheDefaultPolicy) {
