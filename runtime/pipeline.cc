@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "passes/digest.h"
 #include "passes/torch_error.h"
 #include "re2/re2.h"
@@ -407,6 +408,13 @@ void CarryReferenceStep(const PipelineRequest& req, const CarriedReference& carr
   }
 }
 
+// JudgedMs: the judged step's time in a validation's figures (the training step where the mode
+// judges it, else the forward): the original's or the artifact's.
+double JudgedMs(const PipelineRequest& req, const CheckReport& c, bool original) {
+  if (IsTrainingStep(req.mode)) return original ? c.reference_train_ms : c.candidate_train_ms;
+  return original ? c.reference_ms : c.candidate_ms;
+}
+
 // TakeTimedFigures: the step times, peaks and timing of `from` (a timing-only check) into `to`.
 void TakeTimedFigures(const CheckReport& from, CheckReport* to) {
   to->reference_ms = from.reference_ms;
@@ -436,20 +444,26 @@ absl::StatusOr<Validation> Validate(const PipelineRequest& req, const Outcome& o
   auto checked = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
   if (!checked.ok()) return checked.status();
   if (!checked->equivalent) return absl::InvalidArgumentError(checked->first_failure);
+  // Time both here, alternated, where the carried timing cannot stand in: the artifact was timed
+  // another way than the original was then, or its timing contradicts the verdict the original's
+  // carried timing came with (two timings of one graph taken apart can differ by 1.3x and more;
+  // a contradiction costs this one more timing, an agreement none).
+  std::string retimed;
   if (carried) {
-    if (checked->timing_fallback.empty()) {
-      CarryReferenceStep(req, *carried, &*checked);
-    } else {  // the artifact was timed another way than the original was then: time both here
-      options.timing_only = true;
-      options.time_reference = true;
-      auto timed = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
-      if (!timed.ok()) return timed.status();
-      TakeTimedFigures(*timed, &*checked);
-      carried.reset();
-    }
+    if (checked->timing_fallback.empty()) CarryReferenceStep(req, *carried, &*checked);
+    retimed = WhyTimeTheOriginalAgain(req, *checked, out.placement.margins);
+  }
+  if (!retimed.empty()) {
+    options.timing_only = true;
+    options.time_reference = true;
+    auto timed = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
+    if (!timed.ok()) return timed.status();
+    TakeTimedFigures(*timed, &*checked);
+    carried.reset();
   }
   StepTiming timing = checked->timing;
   Validation v{*std::move(checked), timing};
+  v.reference_retimed = retimed;
   if (carried) {
     v.reference_from_version = carried->version;
     v.reference_from_gate = !carried->version.has_value();
@@ -569,6 +583,15 @@ void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
 }
 
 }  // namespace
+
+std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckReport& carried,
+                                    const VerdictMargins& margins) {
+  if (!carried.timing_fallback.empty()) return "the artifact was timed another way than the original then";
+  const double artifact_ms = JudgedMs(req, carried, false), original_ms = JudgedMs(req, carried, true);
+  if (FasterThan(artifact_ms, original_ms, margins)) return "";
+  return absl::StrFormat("the artifact's %s timed %.3f ms against the carried %.3f ms of the original",
+                         IsTrainingStep(req.mode) ? "training step" : "forward", artifact_ms, original_ms);
+}
 
 std::string ArchitectureFingerprint(const torch::jit::Graph& graph) {
   auto copy = const_cast<torch::jit::Graph&>(graph).copy();  // copy() is not const in LibTorch

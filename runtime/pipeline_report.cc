@@ -104,6 +104,7 @@ void AddValidation(const PipelineRequest& req, const Outcome& out, nlohmann::jso
       val["reference_timed_in_version"] = *out.validation->reference_from_version;
     }
     if (out.validation->reference_from_gate) val["reference_timed_by_gate"] = true;
+    if (!out.validation->reference_retimed.empty()) val["reference_retimed"] = out.validation->reference_retimed;
   }
   (*j)["validation"] = val;
 }

@@ -363,6 +363,32 @@ TEST(PipelineDecisionTest, TimedVerdictOnTheValidatedArtifact) {
   EXPECT_NE(bigger.reason.find("time_memory_product"), std::string::npos) << bigger.reason;
 }
 
+// A carried timing of the original stands where the artifact's timing agrees with the verdict it
+// came with; where the artifact is not faster than it, or was timed another way, the original is
+// timed again (the reason says which).
+TEST(PipelineDecisionTest, AContradictedCarriedTimingIsTimedAgain) {
+  PipelineRequest req;
+  req.mode = ValidationMode::kBoth;
+  VerdictMargins margins;
+  CheckReport c;
+  c.reference_train_ms = 1.461;  // the gate's last timing of the original
+  c.candidate_train_ms = 1.100;
+  c.reference_ms = 0.300;
+  c.candidate_ms = 0.900;  // the forward is not what mode both's step verdict reads
+  EXPECT_EQ(WhyTimeTheOriginalAgain(req, c, margins), "");
+  c.candidate_train_ms = 2.249;
+  EXPECT_EQ(WhyTimeTheOriginalAgain(req, c, margins),
+            "the artifact's training step timed 2.249 ms against the carried 1.461 ms of the original");
+  c.candidate_train_ms = 1.440;  // faster, but by less than the speed margin (2%)
+  EXPECT_NE(WhyTimeTheOriginalAgain(req, c, margins), "");
+  req.mode = ValidationMode::kInference;
+  EXPECT_NE(WhyTimeTheOriginalAgain(req, c, margins).find("forward timed 0.900 ms"), std::string::npos);
+  c.candidate_ms = 0.200;
+  EXPECT_EQ(WhyTimeTheOriginalAgain(req, c, margins), "");
+  c.timing_fallback = "the executor made no progress";
+  EXPECT_EQ(WhyTimeTheOriginalAgain(req, c, margins), "the artifact was timed another way than the original then");
+}
+
 TEST(PipelineDecisionTest, AReusedDecisionSaysFromWhichVersion) {
   PipelineRequest req;
   req.reuse.emplace();
