@@ -13,7 +13,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "passes/digest.h"
 #include "passes/torch_error.h"
 #include "re2/re2.h"
@@ -408,13 +407,6 @@ void CarryReferenceStep(const PipelineRequest& req, const CarriedReference& carr
   }
 }
 
-// JudgedMs: the judged step's time in a validation's figures (the training step where the mode
-// judges it, else the forward): the original's or the artifact's.
-double JudgedMs(const PipelineRequest& req, const CheckReport& c, bool original) {
-  if (IsTrainingStep(req.mode)) return original ? c.reference_train_ms : c.candidate_train_ms;
-  return original ? c.reference_ms : c.candidate_ms;
-}
-
 // TakeTimedFigures: the step times, peaks and timing of `from` (a timing-only check) into `to`.
 void TakeTimedFigures(const CheckReport& from, CheckReport* to) {
   to->reference_ms = from.reference_ms;
@@ -583,15 +575,6 @@ void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
 }
 
 }  // namespace
-
-std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckReport& carried,
-                                    const VerdictMargins& margins) {
-  if (!carried.timing_fallback.empty()) return "the artifact was timed another way than the original then";
-  const double artifact_ms = JudgedMs(req, carried, false), original_ms = JudgedMs(req, carried, true);
-  if (FasterThan(artifact_ms, original_ms, margins)) return "";
-  return absl::StrFormat("the artifact's %s timed %.3f ms against the carried %.3f ms of the original",
-                         IsTrainingStep(req.mode) ? "training step" : "forward", artifact_ms, original_ms);
-}
 
 std::string ArchitectureFingerprint(const torch::jit::Graph& graph) {
   auto copy = const_cast<torch::jit::Graph&>(graph).copy();  // copy() is not const in LibTorch

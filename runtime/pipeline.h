@@ -153,16 +153,6 @@ struct Validation {
   std::string reference_retimed;
 };
 
-// WhyTimeTheOriginalAgain: in a validation that carried the original's step figures from the gate
-// or from a reused decision (`carried`: the artifact's timing with them), why the original must be
-// timed here after all, alternated with the artifact; empty where the carried figures stand. They
-// do not where the artifact was timed another way (a timing fallback), or where its judged step
-// is not faster than the carried one: the verdict they came with is contradicted, and two
-// timings of one graph taken apart can differ by 1.3x and more (feature_groups on the H200: the
-// artifact 2.249 ms against the gate's 1.461 ms of the original; 1.00x in the A/B alternated).
-std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckReport& carried,
-                                    const VerdictMargins& margins);
-
 // Outcome: what every stage found, and the decision.
 struct Outcome {
   ReportStatus status = ReportStatus::kRejected;

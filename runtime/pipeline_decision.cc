@@ -66,12 +66,9 @@ std::string NoRuleReason(const Outcome& out) {
 // step.
 void JudgeTimed(const PipelineRequest& req, const std::string& optimized_reason, Outcome* out) {
   const CheckReport& c = out->validation->check;
-  const bool training = JudgesTrainingStep(req.mode);
   const VerdictMargins& margins = out->placement.margins;
-  StepFigures ref{training ? c.reference_train_ms : c.reference_ms,
-                  training ? c.reference_train_peak_bytes : c.reference_peak_bytes};
-  StepFigures cand{training ? c.candidate_train_ms : c.candidate_ms,
-                   training ? c.candidate_train_peak_bytes : c.candidate_peak_bytes};
+  const StepFigures ref = JudgedStep(req.mode, c, /*original=*/true);
+  const StepFigures cand = JudgedStep(req.mode, c, /*original=*/false);
   out->memory = JudgeMemory(ref, cand, margins);
   switch (Judge(ref, cand, margins)) {
     case Verdict::kFaster:
@@ -101,6 +98,24 @@ MemoryJudgement GateMemory(const CostSelection& sel, const VerdictMargins& margi
 }
 
 }  // namespace
+
+StepFigures JudgedStep(ValidationMode mode, const CheckReport& c, bool original) {
+  if (JudgesTrainingStep(mode)) {
+    return original ? StepFigures{c.reference_train_ms, c.reference_train_peak_bytes}
+                    : StepFigures{c.candidate_train_ms, c.candidate_train_peak_bytes};
+  }
+  return original ? StepFigures{c.reference_ms, c.reference_peak_bytes} : StepFigures{c.candidate_ms, c.candidate_peak_bytes};
+}
+
+std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckReport& carried,
+                                    const VerdictMargins& margins) {
+  if (!carried.timing_fallback.empty()) return "the artifact was timed another way than the original then";
+  const double artifact_ms = JudgedStep(req.mode, carried, false).ms;
+  const double original_ms = JudgedStep(req.mode, carried, true).ms;
+  if (FasterThan(artifact_ms, original_ms, margins)) return "";
+  return absl::StrFormat("the artifact's %s timed %.3f ms against the carried %.3f ms of the original",
+                         StepName(req.mode), artifact_ms, original_ms);
+}
 
 std::string MemoryHint(const PipelineRequest& req, const Outcome& out) {
   if (!out.selection || out.selection->memory_margin_for_all_rules < 0) return "";

@@ -24,6 +24,20 @@ void Decide(const PipelineRequest& request, Outcome* outcome);
 // DecideFresh: Decide without the reuse's wording.
 void DecideFresh(const PipelineRequest& request, Outcome* outcome);
 
+// JudgedStep: the figures that decide in a validation's check, the original's or the artifact's:
+// the training step unless only the forward is judged.
+StepFigures JudgedStep(ValidationMode mode, const CheckReport& check, bool original);
+
+// WhyTimeTheOriginalAgain: in a validation that carried the original's step figures from the gate
+// or from a reused decision (`carried`: the artifact's timing with them), why the original must be
+// timed here after all, alternated with the artifact; empty where the carried figures stand. They
+// do not where the artifact was timed another way (a timing fallback), or where its judged step
+// is not faster than the carried one: the verdict they came with is contradicted, and two
+// timings of one graph taken apart can differ by 1.3x and more (feature_groups on the H200: the
+// artifact 2.249 ms against the gate's 1.461 ms of the original; 1.00x in the A/B alternated).
+std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckReport& carried,
+                                    const VerdictMargins& margins);
+
 // Fail: `stage` stopped the pipeline. A rejection's reason is "<what>: <message>"; with
 // `output`, the output could not be written (output_failed: a daemon retries the version).
 void Fail(PipelineStage stage, absl::string_view what, const absl::Status& status, bool output,

@@ -14,9 +14,9 @@
 // and still be faster), or by any amount the device cannot miss (a 1/1024 share of its memory:
 // such growth moves the largest batch that fits in the device share by under 0.2%) — as long as
 // its peak stays within a share of the device's memory; a budget of the model's owner (a margin
-// over the original's peak, or an absolute peak) replaces these. Batching holds more at once whatever its spelling (the same towers batched by hand in
-// eager PyTorch peak at 2.5x the original), so a bound near the original's peak refuses batching
-// itself. The clauses:
+// over the original's peak, or an absolute peak) replaces these. Batching holds more at once
+// whatever its spelling (the same towers batched by hand in eager PyTorch peak at 2.5x the
+// original), so a bound near the original's peak refuses batching itself. The clauses:
 //   time_memory_product  (default) candidate peak <= original peak x original ms / candidate ms
 //   small_growth         (default) candidate peak <= original peak + small_growth_bytes, where
 //                        that is more than the product allows
