@@ -7,6 +7,7 @@
 // Builtins edit the graph for rewrites that reshape a node's sections or list in place; each one
 // checks everything it relies on before its first edit and returns false, unchanged, otherwise.
 #include <functional>
+#include <memory>
 #include <numeric>
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -36,6 +37,14 @@ absl::StatusOr<std::vector<Value*>> ValuesOf(const Datum& d) {
 absl::StatusOr<int64_t> IntOf(const Datum& d) {
   if (d.kind != Datum::Kind::kInt) return Err(absl::StrCat("expected an int, got ", d.DebugString()));
   return d.i;
+}
+
+// KindPattern: the op-regex argument of `fn` (producers_are, users_are, uses_by), compiled.
+absl::StatusOr<std::unique_ptr<RE2>> KindPattern(const Datum& d, absl::string_view fn) {
+  if (d.kind != Datum::Kind::kString) return Err(absl::StrCat(fn, ": op must be a string"));
+  auto re = std::make_unique<RE2>(d.s);
+  if (!re->ok()) return Err(absl::StrCat(fn, ": bad regex: ", re->error()));
+  return re;
 }
 
 absl::StatusOr<std::vector<int64_t>> IntsOf(const Datum& d) {
@@ -186,11 +195,9 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                         "kind fully matches the RE2",
                         [](auto& a, auto&) -> absl::StatusOr<Datum> {
                           SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-                          if (a[1].kind != Datum::Kind::kString) return Err("producers_are: op must be a string");
-                          RE2 re(a[1].s);
-                          if (!re.ok()) return Err(absl::StrCat("producers_are: bad regex: ", re.error()));
+                          SENTIER_ASSIGN_OR_RETURN(re, KindPattern(a[1], "producers_are"));
                           for (Value* v : vs) {
-                            if (!RE2::FullMatch(v->node()->kind().toQualString(), re)) return Datum::Bool(false);
+                            if (!RE2::FullMatch(v->node()->kind().toQualString(), *re)) return Datum::Bool(false);
                           }
                           return Datum::Bool(true);
                         }};
@@ -342,14 +349,12 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                     "of a node of that kind with n inputs",
                     [](auto& a, auto&) -> absl::StatusOr<Datum> {
                       SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-                      if (a[1].kind != Datum::Kind::kString) return Err("users_are: op must be a string");
+                      SENTIER_ASSIGN_OR_RETURN(re, KindPattern(a[1], "users_are"));
                       SENTIER_ASSIGN_OR_RETURN(n, IntOf(a[2]));
-                      RE2 re(a[1].s);
-                      if (!re.ok()) return Err(absl::StrCat("users_are: bad regex: ", re.error()));
                       for (Value* v : vs) {
                         if (v->uses().size() != 1) return Datum::Bool(false);
                         const torch::jit::Use& u = v->uses()[0];
-                        if (u.offset != 0 || !RE2::FullMatch(u.user->kind().toQualString(), re) ||
+                        if (u.offset != 0 || !RE2::FullMatch(u.user->kind().toQualString(), *re) ||
                             static_cast<int64_t>(u.user->inputs().size()) != n) {
                           return Datum::Bool(false);
                         }
@@ -362,14 +367,12 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                   [](auto& a, auto&) -> absl::StatusOr<Datum> {
                     SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
                     if (vs.size() != 1) return Err("uses_by() takes one value");
-                    if (a[1].kind != Datum::Kind::kString) return Err("uses_by: op must be a string");
+                    SENTIER_ASSIGN_OR_RETURN(re, KindPattern(a[1], "uses_by"));
                     SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[2]));
-                    RE2 re(a[1].s);
-                    if (!re.ok()) return Err(absl::StrCat("uses_by: bad regex: ", re.error()));
                     int64_t n = 0;
                     for (const torch::jit::Use& u : vs[0]->uses()) {
                       n += !IsDeadNode(u.user) && static_cast<int64_t>(u.offset) == i &&
-                           RE2::FullMatch(u.user->kind().toQualString(), re);
+                           RE2::FullMatch(u.user->kind().toQualString(), *re);
                     }
                     return Datum::Int(n);
                   }};
