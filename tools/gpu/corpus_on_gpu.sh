@@ -15,7 +15,8 @@
 #
 # The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU),
 # with sample inputs at --batch drawn by make_corpus.py --inputs_only (the GPU machine's torch).
-# Writes to ${OUT:-build}: corpus-sentierd.log, corpus-client.{md,json,log}, corpus-reports.tar.gz.
+# Writes to ${OUT:-build}: corpus-sentierd.log, corpus-client.{md,json,log}, corpus-reports.tar.gz
+# and corpus-reports.md (tools/gpu/report_table.py: what each report says, one row per version).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build}"
@@ -81,6 +82,7 @@ rc=$?
 echo "sentierd --device=cuda: exit $rc in $(( $(date +%s) - start )) s"
 grep -E "^sentierd: [a-z_0-9]+: " "$out/corpus-sentierd.log" | head -40
 tar -C "$work/out" -czf "$out/corpus-reports.tar.gz" --exclude=model.pt --exclude=.sentierd .
+python3 tools/gpu/report_table.py "$work/out" "$out/corpus-reports.md" | grep "^|"
 [[ $client == 1 ]] || exit "$rc"
 python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" --device cuda \
   --version_timeout "$client_timeout" --optimizer "$client_optimizer" \

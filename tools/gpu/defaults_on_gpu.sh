@@ -72,33 +72,4 @@ for v in 1 2; do
     --output="$work/out" --device=cuda --rules="$PWD/patterns" >"$out/defaults-sentierd-$v.log" 2>&1
   echo "version $v: sentierd exit $? in $(( $(date +%s) - start )) s"
 done
-python3 - "$work/out" "$out/defaults.md" <<'PY'
-import glob, json, os, sys
-root, md = sys.argv[1], sys.argv[2]
-rows = ["| model | v | status | decision | memory clause | step ms ref -> cand | peak MiB ref -> cand | kernels/step ref -> cand | job s | reuse |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
-for rep in sorted(glob.glob(os.path.join(root, "*", "*", "report.json"))):
-    r = json.load(open(rep))
-    m, v = rep.split(os.sep)[-3:-1]
-    val = r.get("validation", {})
-    ms = val.get("training_step_ms", {})
-    pk = val.get("training_step_peak_bytes", {})
-    kn = val.get("cuda_kernels_per_training_step", {})
-    sel = r.get("selection", {})
-    if not ms and sel:
-        ms = {"reference": sel.get("original_ms"), "candidate": sel.get("optimized_ms")}
-        pk = {"reference": sel.get("original_peak_bytes"), "candidate": sel.get("optimized_peak_bytes")}
-    f = lambda d, k, s=1.0: ("%.2f" % (d[k] / s)) if isinstance(d.get(k), (int, float)) and d.get(k) >= 0 else "-"
-    job_s = sum(r.get("timings_ms", {}).get(k, 0) for k in ("load", "select", "optimize", "save", "validate")) / 1000
-    rows.append("| %s | %s | %s | %s | %s | %s -> %s | %s -> %s | %s -> %s | %.1f | %s |" % (
-        m, v, r.get("status"), r.get("decision"), r.get("memory_policy", {}).get("clause", "-"),
-        f(ms, "reference"), f(ms, "candidate"), f(pk, "reference", 1048576), f(pk, "candidate", 1048576),
-        kn.get("reference", "-"), kn.get("candidate", "-"), job_s,
-        r.get("decision_reuse", {}).get("note", "-")[:60]))
-    print("%s/%s: %s" % (m, v, r.get("reason", "")[:300]))
-    t = r.get("timings_ms", {})
-    print("  time (s): " + ", ".join("%s %.1f" % (k, t[k] / 1000) for k in sorted(t)
-                                      if not k.startswith("optimize.") and t[k] >= 50))
-open(md, "w").write("\n".join(rows) + "\n")
-print("\n".join(rows))
-PY
+python3 tools/gpu/report_table.py "$work/out" "$out/defaults.md"
