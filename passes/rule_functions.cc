@@ -98,8 +98,23 @@ bool IsSplitWithSizes(const Node* n) {
   return n->kind() == kSplitWithSizes;
 }
 
-absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
-  absl::flat_hash_map<std::string, FunctionSpec> f;
+using FunctionTable = absl::flat_hash_map<std::string, FunctionSpec>;
+
+// Every value in `d` has exactly `want` uses; uses by dead nodes (replaced earlier in the round,
+// not yet swept) do not count.
+absl::StatusOr<Datum> EveryValueHasLiveUses(const Datum& d, size_t want) {
+  SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(d));
+  for (Value* v : vs) {
+    size_t live = 0;
+    for (const torch::jit::Use& u : v->uses()) live += IsDeadNode(u.user) ? 0 : 1;
+    if (live != want) return Datum::Bool(false);
+  }
+  return Datum::Bool(true);
+}
+
+// Functions over lists and sequences of ints or values: lengths, sums, offsets, slices.
+void AddListFunctions(FunctionTable* table) {
+  FunctionTable& f = *table;
   f["len"] = {1, 1, "len(x): number of elements of a list or sequence", [](auto& a, auto&) -> absl::StatusOr<Datum> {
                 SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
                 return Datum::Int(static_cast<int64_t>(items.size()));
@@ -152,6 +167,49 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                   }
                   return Err("index(): no element is equal");
                 }};
+  f["min"] = {1, 1, "min(list): smallest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
+                if (xs.empty()) return Err("min of an empty list");
+                return Datum::Int(*std::min_element(xs.begin(), xs.end()));
+              }};
+  f["max"] = {1, 1, "max(list): largest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
+                if (xs.empty()) return Err("max of an empty list");
+                return Datum::Int(*std::max_element(xs.begin(), xs.end()));
+              }};
+  f["slice"] = {3, 3, "slice(x, a, b): elements a..b-1 of a list or sequence (clamped)",
+                [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                  SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
+                  SENTIER_ASSIGN_OR_RETURN(lo, IntOf(a[1]));
+                  SENTIER_ASSIGN_OR_RETURN(hi, IntOf(a[2]));
+                  int64_t n = static_cast<int64_t>(items.size());
+                  lo = std::max<int64_t>(0, std::min(lo, n));
+                  hi = std::max<int64_t>(lo, std::min(hi, n));
+                  return Rebuild(a[0], std::vector<Datum>(items.begin() + lo, items.begin() + hi));
+                }};
+  f["remove"] = {2, 2, "remove(x, i): the list or sequence without element i",
+                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                   SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
+                   SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
+                   if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("remove: index out of range");
+                   items.erase(items.begin() + i);
+                   return Rebuild(a[0], std::move(items));
+                 }};
+  f["splice"] = {3, 3, "splice(list, i, other): the list with element i replaced by the elements of other",
+                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                   SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
+                   SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
+                   SENTIER_ASSIGN_OR_RETURN(other, ItemsOf(a[2]));
+                   if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("splice: index out of range");
+                   items.erase(items.begin() + i);
+                   items.insert(items.begin() + i, other.begin(), other.end());
+                   return Rebuild(a[0], std::move(items));
+                 }};
+}
+
+// Functions over the nodes that produce values: kinds, inputs, constants.
+void AddProducerFunctions(FunctionTable* table) {
+  FunctionTable& f = *table;
   f["kind"] = {1, 1, "kind(%v): the kind of the node that produces the value, as a string (\"aten::sum\")",
                [](auto& a, auto&) -> absl::StatusOr<Datum> {
                  SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
@@ -249,94 +307,54 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                         }
                         return Datum::Bool(true);
                       }};
-  f["may_rewrite"] = {1, 1,
-                      "may_rewrite(vs...): the nodes that produce the values pass the engine's "
-                      "legality check (no mutation, no aliased writes), as matched nodes do: for "
-                      "nodes a rule reaches through functions (addends, inputs_of)",
-                      [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
-                        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-                        std::vector<Node*> nodes;
-                        for (Value* v : vs) {
-                          if (v->node()->kind() == c10::prim::Param) return Datum::Bool(false);
-                          nodes.push_back(v->node());
-                        }
-                        return Datum::Bool(!ctx.legal || ctx.legal(nodes));
-                      }};
-  f["param_layout"] = {0, 0,
-                       "param_layout(): \"stacked\" when the artifact stores the parameters the "
-                       "batching rules stack as stacked parameters, else \"original\"",
-                       [](auto&, auto& ctx) -> absl::StatusOr<Datum> {
-                         return Datum::Str(ctx.env.stacked_parameters ? "stacked" : "original");
-                       }};
-  f["storable_parameters"] = {
-      1, 1,
-      "storable_parameters(vs...): the layout is stacked and each value is a parameter that a "
-      "stored stack can hold: the only tensor of a module other than the root, which "
-      "--param_layout=stacked then moves out whole (passes/stacked_parameters.h)",
-      [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+  f["is_none"] = {1, 1, "is_none(%v): the value is the constant None",
+                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
+                    if (a[0].kind == Datum::Kind::kNone) return Datum::Bool(true);
+                    SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                    for (Value* v : vs) {
+                      if (v->type()->kind() != c10::TypeKind::NoneType) return Datum::Bool(false);
+                    }
+                    return Datum::Bool(true);
+                  }};
+  f["spliced_cat_inputs"] = {
+      2, 2,
+      "spliced_cat_inputs(vs..., d): vs with every single-use aten::cat(list, d) element "
+      "replaced by that cat's inputs",
+      [](auto& a, auto&) -> absl::StatusOr<Datum> {
         SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-        if (!ctx.env.stacked_parameters || !ctx.env.storable_parameter) return Datum::Bool(false);
+        SENTIER_ASSIGN_OR_RETURN(d, IntOf(a[1]));
+        std::vector<Value*> out;
         for (Value* v : vs) {
-          if (!ctx.env.storable_parameter(v)) return Datum::Bool(false);
+          Node* n = v->node();
+          bool splice = n->kind() == c10::aten::cat && v->uses().size() == 1 &&
+                        n->inputs().size() == 2 &&
+                        n->input(0)->node()->kind() == c10::prim::ListConstruct &&
+                        n->input(0)->uses().size() == 1;
+          if (splice) {
+            c10::optional<Datum> dim = DatumFromConstant(n->input(1));
+            splice = dim && dim->kind == Datum::Kind::kInt && dim->i == d;
+          }
+          if (splice) {
+            for (Value* in : n->input(0)->node()->inputs()) out.push_back(in);
+          } else {
+            out.push_back(v);
+          }
         }
-        return Datum::Bool(true);
+        return Datum::Seq(std::move(out));
       }};
-  f["min"] = {1, 1, "min(list): smallest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
-                if (xs.empty()) return Err("min of an empty list");
-                return Datum::Int(*std::min_element(xs.begin(), xs.end()));
-              }};
-  f["max"] = {1, 1, "max(list): largest int", [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                SENTIER_ASSIGN_OR_RETURN(xs, IntsOf(a[0]));
-                if (xs.empty()) return Err("max of an empty list");
-                return Datum::Int(*std::max_element(xs.begin(), xs.end()));
-              }};
-  f["slice"] = {3, 3, "slice(x, a, b): elements a..b-1 of a list or sequence (clamped)",
-                [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                  SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
-                  SENTIER_ASSIGN_OR_RETURN(lo, IntOf(a[1]));
-                  SENTIER_ASSIGN_OR_RETURN(hi, IntOf(a[2]));
-                  int64_t n = static_cast<int64_t>(items.size());
-                  lo = std::max<int64_t>(0, std::min(lo, n));
-                  hi = std::max<int64_t>(lo, std::min(hi, n));
-                  return Rebuild(a[0], std::vector<Datum>(items.begin() + lo, items.begin() + hi));
-                }};
-  f["remove"] = {2, 2, "remove(x, i): the list or sequence without element i",
-                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                   SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
-                   SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
-                   if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("remove: index out of range");
-                   items.erase(items.begin() + i);
-                   return Rebuild(a[0], std::move(items));
-                 }};
-  f["splice"] = {3, 3, "splice(list, i, other): the list with element i replaced by the elements of other",
-                 [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                   SENTIER_ASSIGN_OR_RETURN(items, ItemsOf(a[0]));
-                   SENTIER_ASSIGN_OR_RETURN(i, IntOf(a[1]));
-                   SENTIER_ASSIGN_OR_RETURN(other, ItemsOf(a[2]));
-                   if (i < 0 || i >= static_cast<int64_t>(items.size())) return Err("splice: index out of range");
-                   items.erase(items.begin() + i);
-                   items.insert(items.begin() + i, other.begin(), other.end());
-                   return Rebuild(a[0], std::move(items));
-                 }};
-  // Uses by dead nodes (replaced earlier in the round, not yet swept) do not count.
-  auto every_value_has_live_uses = [](const Datum& d, size_t want) -> absl::StatusOr<Datum> {
-    SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(d));
-    for (Value* v : vs) {
-      size_t live = 0;
-      for (const torch::jit::Use& u : v->uses()) live += IsDeadNode(u.user) ? 0 : 1;
-      if (live != want) return Datum::Bool(false);
-    }
-    return Datum::Bool(true);
-  };
+}
+
+// Functions over the uses of values: how many, by which nodes, with which inputs.
+void AddUseFunctions(FunctionTable* table) {
+  FunctionTable& f = *table;
   f["single_use"] = {1, 1,
                      "single_use(v or vs...): every value has exactly one use (uses by dead nodes, "
                      "replaced earlier in the round and not yet swept, do not count)",
-                     [=](auto& a, auto&) { return every_value_has_live_uses(a[0], 1); }};
+                     [](auto& a, auto&) { return EveryValueHasLiveUses(a[0], 1); }};
   f["unused"] = {1, 1,
                  "unused(v or vs...): no value has a use (uses by dead nodes do not count): the "
                  "outputs of a many-output node that a rewrite does not replace",
-                 [=](auto& a, auto&) { return every_value_has_live_uses(a[0], 0); }};
+                 [](auto& a, auto&) { return EveryValueHasLiveUses(a[0], 0); }};
   f["outputs"] = {1, 1, "outputs(%v): every output of the node that produces %v, in order",
                   [](auto& a, auto&) -> absl::StatusOr<Datum> {
                     SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
@@ -404,6 +422,11 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                              }
                              return Datum::List(std::move(out));
                            }};
+}
+
+// Functions over tensor types, from the typed IR or the sample inputs' shape facts.
+void AddTypeFunctions(FunctionTable* table) {
+  FunctionTable& f = *table;
   f["rank"] = {1, 1, "rank(%v): number of dims of a tensor value (needs a typed IR or sample inputs)",
                [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
                  SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
@@ -476,15 +499,6 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                    }
                    return Datum::List(std::move(out));
                  }};
-  f["is_none"] = {1, 1, "is_none(%v): the value is the constant None",
-                  [](auto& a, auto&) -> absl::StatusOr<Datum> {
-                    if (a[0].kind == Datum::Kind::kNone) return Datum::Bool(true);
-                    SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-                    for (Value* v : vs) {
-                      if (v->type()->kind() != c10::TypeKind::NoneType) return Datum::Bool(false);
-                    }
-                    return Datum::Bool(true);
-                  }};
   f["sizes_at"] = {2, 2, "sizes_at(vs..., d): the static size of dim d of each value (a list)",
                    [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
                      SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
@@ -497,32 +511,52 @@ absl::flat_hash_map<std::string, FunctionSpec> MakeFunctions() {
                      }
                      return Datum::List(std::move(out));
                    }};
-  f["spliced_cat_inputs"] = {
-      2, 2,
-      "spliced_cat_inputs(vs..., d): vs with every single-use aten::cat(list, d) element "
-      "replaced by that cat's inputs",
-      [](auto& a, auto&) -> absl::StatusOr<Datum> {
+}
+
+// Functions over the rewrite's context: the legality check and the parameter layout.
+void AddContextFunctions(FunctionTable* table) {
+  FunctionTable& f = *table;
+  f["may_rewrite"] = {1, 1,
+                      "may_rewrite(vs...): the nodes that produce the values pass the engine's "
+                      "legality check (no mutation, no aliased writes), as matched nodes do: for "
+                      "nodes a rule reaches through functions (addends, inputs_of)",
+                      [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
+                        SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
+                        std::vector<Node*> nodes;
+                        for (Value* v : vs) {
+                          if (v->node()->kind() == c10::prim::Param) return Datum::Bool(false);
+                          nodes.push_back(v->node());
+                        }
+                        return Datum::Bool(!ctx.legal || ctx.legal(nodes));
+                      }};
+  f["param_layout"] = {0, 0,
+                       "param_layout(): \"stacked\" when the artifact stores the parameters the "
+                       "batching rules stack as stacked parameters, else \"original\"",
+                       [](auto&, auto& ctx) -> absl::StatusOr<Datum> {
+                         return Datum::Str(ctx.env.stacked_parameters ? "stacked" : "original");
+                       }};
+  f["storable_parameters"] = {
+      1, 1,
+      "storable_parameters(vs...): the layout is stacked and each value is a parameter that a "
+      "stored stack can hold: the only tensor of a module other than the root, which "
+      "--param_layout=stacked then moves out whole (passes/stacked_parameters.h)",
+      [](auto& a, EvalContext& ctx) -> absl::StatusOr<Datum> {
         SENTIER_ASSIGN_OR_RETURN(vs, ValuesOf(a[0]));
-        SENTIER_ASSIGN_OR_RETURN(d, IntOf(a[1]));
-        std::vector<Value*> out;
+        if (!ctx.env.stacked_parameters || !ctx.env.storable_parameter) return Datum::Bool(false);
         for (Value* v : vs) {
-          Node* n = v->node();
-          bool splice = n->kind() == c10::aten::cat && v->uses().size() == 1 &&
-                        n->inputs().size() == 2 &&
-                        n->input(0)->node()->kind() == c10::prim::ListConstruct &&
-                        n->input(0)->uses().size() == 1;
-          if (splice) {
-            c10::optional<Datum> dim = DatumFromConstant(n->input(1));
-            splice = dim && dim->kind == Datum::Kind::kInt && dim->i == d;
-          }
-          if (splice) {
-            for (Value* in : n->input(0)->node()->inputs()) out.push_back(in);
-          } else {
-            out.push_back(v);
-          }
+          if (!ctx.env.storable_parameter(v)) return Datum::Bool(false);
         }
-        return Datum::Seq(std::move(out));
+        return Datum::Bool(true);
       }};
+}
+
+FunctionTable MakeFunctions() {
+  FunctionTable f;
+  AddListFunctions(&f);
+  AddProducerFunctions(&f);
+  AddUseFunctions(&f);
+  AddTypeFunctions(&f);
+  AddContextFunctions(&f);
   return f;
 }
 
