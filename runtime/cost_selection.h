@@ -11,9 +11,12 @@
 // forward, at most 1/kDecisiveGain of the original's) is not timed again: two timings of one
 // graph were seen to differ by up to 1.3x, never by 1.5x, and on a model of thousands of kernels
 // that timing of the original is most of the gate's time (256 branches on the H200: 12-16 s).
-// With inference_too, the forward must not be slower either, judged on both timings together (the geometric mean of the two forward ratios): on a
-// forward of a few tenths of a millisecond one timing alone can be 10% off either way, and it
-// must neither publish a slower forward nor refuse a selection on one unlucky timing.
+// With inference_too, the forward must not be slower either, judged on both timings together
+// (the geometric mean of the two forward ratios): on a forward of a few tenths of a millisecond
+// one timing alone can be 10% off either way, and it must neither publish a slower forward nor
+// refuse a selection on one unlucky timing. Where the two split (one reads slower, the other
+// not) and together they would refuse, a third timing is taken and the median of the three
+// decides: a refusal needs most timings to read slower.
 //
 // Timing with the executor (CostOptions::timing) that makes no progress in the original's step
 // (torch 2.11's fuser can fail to return), or that the original model fails, is given up on: the
