@@ -364,7 +364,7 @@ absl::StatusOr<bool> RuleSelector::ForwardNotSlower(const RuleSet& chosen,
   for (const auto& [set, original] : timings) {
     pairs.push_back(absl::StrFormat("%.3f vs %.3f ms", set.forward_ms, original.forward_ms));
   }
-  if (first > limit || !not_slower) {
+  if (first > limit || timings.size() > 2 || !not_slower) {
     sel_.log.push_back(absl::StrFormat("forward with the selection: %s (ratio %.3f %s): %s",
                                        absl::StrJoin(pairs, ", then "), judged, over,
                                        not_slower ? "not slower" : "slower"));
