@@ -4,12 +4,13 @@
 # model again as version 2 with other weights (the same architecture), whose decision is reused.
 #
 #   tools/gpu/defaults_on_gpu.sh [--batch=4096] [--models=a,b] [--corpus=towers,highway]
-#                                [--bench=wide_branches]
+#                                [--bench=wide_branches] [--versions=2]
 #
 # The registry: example models (tools/make_example_model: feature_towers = 8 towers,
 # feature_towers_64 = 64 towers, same_input_linears, highway) and corpus models (torch2.11
 # archives, inputs at --batch). Version 2 of an example model is the same model with another
-# seed; of a corpus model, the same archive (weights unchanged). Bench-suite models
+# seed; of a corpus model, the same archive (weights unchanged). --versions=1 stops after the
+# first version (what the defaults publish, without the reuse). Bench-suite models
 # (bench/models.h, e.g. wide_branches: 256 branches) come from `model_bench --export_dir` on the
 # CPU (original.pt, inputs.pt at --batch); version 2 is the same archive. Writes to
 # ${OUT:-build}: defaults-sentierd-{1,2}.log, defaults.md (status, decision, memory clause, step
@@ -21,12 +22,14 @@ batch=4096
 models=feature_towers,feature_towers_64,same_input_linears,highway
 corpus=towers,highway,list_input
 bench=""
+versions=2
 for a in "$@"; do
   case "$a" in
     --batch=*) batch="${a#--batch=}" ;;
     --models=*) models="${a#--models=}" ;;
     --corpus=*) corpus="${a#--corpus=}" ;;
     --bench=*) bench="${a#--bench=}" ;;
+    --versions=*) versions="${a#--versions=}" ;;
     *) echo "defaults_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -65,7 +68,7 @@ if [[ -n "$corpus" ]]; then
   python3 testdata/models/make_corpus.py --out "$work/inputs" --batch "$batch" --inputs_only \
     --models "$corpus" >"$out/defaults-inputs.log" 2>&1 || { tail -20 "$out/defaults-inputs.log"; exit 1; }
 fi
-for v in 1 2; do
+for v in $(seq 1 "$versions"); do
   stage "$v"
   start=$(date +%s)
   SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
