@@ -32,6 +32,10 @@ from train_client import float_tensors, to_device
 if %(no_texpr)r:
     torch._C._jit_set_texpr_fuser_enabled(False)
 m = torch.jit.load(%(model)r, map_location="cuda")
+if %(train)r:
+    for p in m.parameters():  # archives built in C++ may register parameters without it
+        if p.is_floating_point():
+            p.requires_grad_(True)
 inputs = to_device(torch.load(%(inputs)r), "cuda")
 if not isinstance(inputs, tuple):
     inputs = (inputs,)
