@@ -33,6 +33,7 @@ for a in "$@"; do
     *) echo "defaults_on_gpu: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
+[[ "$versions" =~ ^[1-9][0-9]*$ ]] || { echo "defaults_on_gpu: --versions must be a positive integer, not '$versions'" >&2; exit 2; }
 [[ -x build/cmake/sentierd ]] || tools/gpu/build_and_test.sh --build_only || exit 1
 work=build/defaults-gpu
 rm -rf "$work"; mkdir -p "$work/reg" "$work/inputs" "$out"
