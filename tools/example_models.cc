@@ -225,17 +225,17 @@ torch::jit::Module MakeFeatureTowers(int n, uint64_t seed, bool batched) {
   return mod;
 }
 
-ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(seed + 1);
-  ExampleModel m;
-  m.name = name;
+namespace {
+
+// The scripted waste models and the feature towers into `m`; false for other names.
+bool MakeSplitCatModel(const std::string& name, uint64_t seed, at::Generator& gen, ExampleModel* m) {
   if (name == "waste") {
     torch::jit::Module mod("Waste");
     mod.register_parameter("weight", Param(gen, {16, 8}), false);
     mod.register_parameter("bias", Param(gen, {8}), false);
     mod.define(kWasteSource);
-    m.module = mod;
-    m.inputs = WasteInputs;
+    m->module = mod;
+    m->inputs = WasteInputs;
   } else if (name == "towers") {
     torch::jit::Module mod("Towers");
     for (int i = 0; i < 4; ++i) {
@@ -247,33 +247,41 @@ ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
       mod.register_module("t" + std::to_string(i), tower);
     }
     mod.define(kTowersSource);
-    m.module = mod;
-    m.inputs = TowersInputs;
+    m->module = mod;
+    m->inputs = TowersInputs;
   } else if (name == "unbind_mix") {
     torch::jit::Module mod("UnbindMix");
     mod.register_parameter("scale", Param(gen, {72}), false);
     mod.define(kUnbindMixSource);
-    m.module = mod;
-    m.inputs = UnbindMixInputs;
+    m->module = mod;
+    m->inputs = UnbindMixInputs;
   } else if (name == "feature_towers") {
-    m.module = MakeFeatureTowers(8, seed, /*batched=*/false);
-    m.inputs = [](int64_t b) { return RandInputs(21, {8 * 32}, b); };
+    m->module = MakeFeatureTowers(8, seed, /*batched=*/false);
+    m->inputs = [](int64_t b) { return RandInputs(21, {8 * 32}, b); };
   } else if (name == "feature_towers_64") {
     // The size of the reference measurement: 64 towers, input [B, 2048].
-    m.module = MakeFeatureTowers(64, seed, /*batched=*/false);
-    m.inputs = [](int64_t b) { return RandInputs(21, {64 * 32}, b); };
+    m->module = MakeFeatureTowers(64, seed, /*batched=*/false);
+    m->inputs = [](int64_t b) { return RandInputs(21, {64 * 32}, b); };
   } else if (name == "feature_towers_64_hand") {
-    m.module = MakeFeatureTowers(64, seed, /*batched=*/true);
-    m.inputs = [](int64_t b) { return RandInputs(21, {64 * 32}, b); };
-  } else if (name == "split_linears") {
+    m->module = MakeFeatureTowers(64, seed, /*batched=*/true);
+    m->inputs = [](int64_t b) { return RandInputs(21, {64 * 32}, b); };
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The horizontal shapes of Optimus' own tests into `m`; false for other names.
+bool MakeHorizontalModel(const std::string& name, at::Generator& gen, ExampleModel* m) {
+  if (name == "split_linears") {
     torch::jit::Module mod("SplitLinears");
     for (int i = 0; i < 5; ++i) {
       mod.register_parameter("w" + Num(i), Param(gen, {50, 100}), false);
       mod.register_parameter("b" + Num(i), Param(gen, {50}), false);
     }
     mod.define(SplitLinearsSource());
-    m.module = mod;
-    m.inputs = [](int64_t b) { return RandInputs(22, {500}, b); };
+    m->module = mod;
+    m->inputs = [](int64_t b) { return RandInputs(22, {500}, b); };
   } else if (name == "same_input_linears") {
     torch::jit::Module mod("SameInputLinears");
     for (int r = 0; r < 2; ++r) {
@@ -284,8 +292,8 @@ ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
       }
     }
     mod.define(SameInputLinearsSource());
-    m.module = mod;
-    m.inputs = [](int64_t b) { return RandInputs(23, {16}, b); };
+    m->module = mod;
+    m->inputs = [](int64_t b) { return RandInputs(23, {16}, b); };
   } else if (name == "split_layernorms") {
     torch::jit::Module mod("SplitLayerNorms");
     for (int i = 0; i < 5; ++i) {
@@ -293,19 +301,19 @@ ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
       mod.register_parameter("b" + Num(i), Param(gen, {10}), false);
     }
     mod.define(kSplitLayerNormsSource);
-    m.module = mod;
-    m.inputs = [](int64_t b) { return RandInputs(24, {50}, b); };
+    m->module = mod;
+    m->inputs = [](int64_t b) { return RandInputs(24, {50}, b); };
   } else if (name == "split_pointwise") {
     torch::jit::Module mod("SplitPointwise");
     mod.define(kSplitPointwiseSource);
-    m.module = mod;
-    m.inputs = [](int64_t b) { return RandInputs(25, {40}, b); };
+    m->module = mod;
+    m->inputs = [](int64_t b) { return RandInputs(25, {40}, b); };
   } else if (name == "clamp_branches") {
     torch::jit::Module mod("ClampBranches");
     mod.register_parameter("scale", 1.0 + Param(gen, {8}), false);
     mod.define(kClampBranchesSource);
-    m.module = mod;
-    m.inputs = [](int64_t b) { return RandInputs(26, {32}, b); };
+    m->module = mod;
+    m->inputs = [](int64_t b) { return RandInputs(26, {32}, b); };
   } else if (name == "accumulated_linears") {
     torch::jit::Module mod("AccumulatedLinears");
     for (int i = 0; i < 10; ++i) {
@@ -313,8 +321,8 @@ ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
       mod.register_parameter("b" + Num(i), Param(gen, {10}), false);
     }
     mod.define(AccumulatedLinearsSource());
-    m.module = mod;
-    m.inputs = [](int64_t b) { return RandInputs(27, {10}, b); };
+    m->module = mod;
+    m->inputs = [](int64_t b) { return RandInputs(27, {10}, b); };
   } else if (name == "highway") {
     torch::jit::Module mod("Highway");
     for (int i = 0; i < 20; ++i) {
@@ -322,9 +330,21 @@ ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
       for (const char* p : {"bg", "bh"}) mod.register_parameter(p + Num(i), Param(gen, {16}), false);
     }
     mod.define(HighwaySource());
-    m.module = mod;
-    m.inputs = [](int64_t b) { return RandInputs(28, {16}, b); };
+    m->module = mod;
+    m->inputs = [](int64_t b) { return RandInputs(28, {16}, b); };
   } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ExampleModel MakeExampleModel(const std::string& name, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed + 1);
+  ExampleModel m;
+  m.name = name;
+  if (!MakeSplitCatModel(name, seed, gen, &m) && !MakeHorizontalModel(name, gen, &m)) {
     throw std::invalid_argument("unknown example model '" + name + "'");
   }
   return m;

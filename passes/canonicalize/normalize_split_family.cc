@@ -312,9 +312,9 @@ bool IsSplitFamily(Node* n) {
          k == kUnsafeChunk;
 }
 
-bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts* facts) {
+// parts = [a, b, c]; parts[k] is the k-th element when the list is never mutated.
+bool IndexConstructedLists(const std::vector<Node*>& nodes) {
   bool changed = false;
-  // parts = [a, b, c]; parts[k] is the k-th element when the list is never mutated.
   for (Node* n : nodes) {
     if (n->kind() != kGetItem || n->inputs().size() != 2) continue;
     Node* list = n->input(0)->node();
@@ -327,7 +327,12 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
     n->output()->replaceAllUsesWith(list->input(i));
     changed = true;
   }
-  // list([a, b, c]) is a new list of the same elements: a new prim::ListConstruct.
+  return changed;
+}
+
+// list([a, b, c]) is a new list of the same elements: a new prim::ListConstruct.
+bool CopyConstructedLists(Graph* g, const std::vector<Node*>& nodes) {
+  bool changed = false;
   for (Node* n : nodes) {
     if (!IsListCopy(n)) continue;
     Node* list = n->input(0)->node();
@@ -338,79 +343,121 @@ bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts*
     n->output()->replaceAllUsesWith(lc->output());  // the copy is left for dead_code
     changed = true;
   }
+  return changed;
+}
+
+// Whether a use of the split's `list` reads pieces that a ListUnpack of it would give.
+bool HasPieceReadingUse(Value* list) {
+  bool interesting = false;
+  for (const torch::jit::Use& u : list->uses()) {
+    c10::Symbol k = u.user->kind();
+    interesting |= k == kGetItem || k == kLen ||
+                   ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) ||
+                   IsListSlice(u.user) || IsExtendBy(u.user, list) || IsListCopy(u.user);
+  }
+  return interesting;
+}
+
+// The ListUnpack of the split `n`'s `list` into its `count` pieces: the one it has, or a new one
+// after `n`; nullptr when the one it has unpacks another count.
+Node* PieceUnpack(Graph* g, Node* n, Value* list, int64_t count) {
+  Node* unpack = nullptr;
+  for (const torch::jit::Use& u : list->uses()) {
+    if (u.user->kind() == c10::prim::ListUnpack) unpack = u.user;
+  }
+  if (unpack != nullptr && static_cast<int64_t>(unpack->outputs().size()) != count) return nullptr;
+  if (unpack == nullptr) {
+    WithInsertPoint guard(n->next());
+    unpack = g->insertNode(g->createListUnpack(list, static_cast<size_t>(count)));
+  }
+  return unpack;
+}
+
+// The use `u` of a split's `list` of `count` pieces reads them from `unpack` instead: an index,
+// len, a cat or stack, extend, a copy or a slice of the list. True when it changed the graph.
+bool ReadUseThroughUnpack(Graph* g, const torch::jit::Use& u, Value* list, Node* unpack, int64_t count,
+                          ShapeFacts* facts) {
+  Node* user = u.user;
+  c10::Symbol k = user->kind();
+  if (k == kGetItem && user->inputs().size() == 2) {
+    c10::optional<int64_t> idx = ConstInt(user->input(1));
+    if (!idx) return false;
+    int64_t i = *idx < 0 ? *idx + count : *idx;
+    if (i < 0 || i >= count) return false;
+    user->output()->replaceAllUsesWith(unpack->output(i));
+    if (facts != nullptr) facts->Propagate(user->output(), unpack->output(i));
+    user->destroy();
+    return true;
+  }
+  if (k == kLen && user->inputs().size() == 1) {
+    Value* c = nullptr;
+    {
+      WithInsertPoint guard(user);
+      c = g->insertConstant(count);
+    }
+    user->output()->replaceAllUsesWith(c);
+    user->destroy();
+    return true;
+  }
+  if ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) {
+    WithInsertPoint guard(user);
+    std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
+    Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
+    user->replaceInput(0, lc->output());
+    return true;
+  }
+  if (IsExtendBy(user, list)) {
+    WithInsertPoint guard(user);
+    for (Value* piece : unpack->outputs()) g->insert(c10::aten::append, {user->input(0), piece});
+    user->destroy();  // not in `nodes`: extend is no kind this pass looks at
+    return true;
+  }
+  if (IsListCopy(user)) {
+    std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
+    WithInsertPoint guard(user);
+    Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
+    user->output()->replaceAllUsesWith(lc->output());  // the copy is left for dead_code
+    return true;
+  }
+  if (IsListSlice(user)) {
+    c10::optional<std::vector<int64_t>> which = SliceIndices(user, count);
+    if (!which) return false;
+    std::vector<Value*> pieces;
+    for (int64_t i : *which) pieces.push_back(unpack->output(i));
+    WithInsertPoint guard(user);
+    Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
+    user->output()->replaceAllUsesWith(lc->output());  // the slice is left for dead_code
+    return true;
+  }
+  return false;
+}
+
+// The split family's lists that are read by index, len, cat/stack, extend, copy or slice, and
+// never written, are read through a ListUnpack of their pieces.
+bool SplitListsToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts* facts) {
+  bool changed = false;
   for (Node* n : nodes) {
     if (!IsSplitFamily(n) || n->outputs().size() != 1) continue;
     Value* list = n->output();
-    bool interesting = false;
-    for (const torch::jit::Use& u : list->uses()) {
-      c10::Symbol k = u.user->kind();
-      interesting |= k == kGetItem || k == kLen ||
-                     ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) ||
-                     IsListSlice(u.user) || IsExtendBy(u.user, list) || IsListCopy(u.user);
-    }
-    if (!interesting || !ListIsReadOnly(list)) continue;
+    if (!HasPieceReadingUse(list) || !ListIsReadOnly(list)) continue;
     c10::optional<int64_t> count = PieceCount(list, facts);
     if (!count) continue;
-    Node* unpack = nullptr;
-    for (const torch::jit::Use& u : list->uses()) {
-      if (u.user->kind() == c10::prim::ListUnpack) unpack = u.user;
-    }
-    if (unpack != nullptr && static_cast<int64_t>(unpack->outputs().size()) != *count) continue;
-    if (unpack == nullptr) {
-      WithInsertPoint guard(n->next());
-      unpack = g->insertNode(g->createListUnpack(list, static_cast<size_t>(*count)));
-    }
+    Node* unpack = PieceUnpack(g, n, list, *count);
+    if (unpack == nullptr) continue;
     std::vector<torch::jit::Use> uses = list->uses();
     for (const torch::jit::Use& u : uses) {
-      Node* user = u.user;
-      c10::Symbol k = user->kind();
-      if (k == kGetItem && user->inputs().size() == 2) {
-        c10::optional<int64_t> idx = ConstInt(user->input(1));
-        if (!idx) continue;
-        int64_t i = *idx < 0 ? *idx + *count : *idx;
-        if (i < 0 || i >= *count) continue;
-        user->output()->replaceAllUsesWith(unpack->output(i));
-        if (facts != nullptr) facts->Propagate(user->output(), unpack->output(i));
-        user->destroy();
-        changed = true;
-      } else if (k == kLen && user->inputs().size() == 1) {
-        Value* c = nullptr;
-        {
-          WithInsertPoint guard(user);
-          c = g->insertConstant(*count);
-        }
-        user->output()->replaceAllUsesWith(c);
-        user->destroy();
-        changed = true;
-      } else if ((k == c10::aten::cat || k == c10::aten::stack) && u.offset == 0) {
-        WithInsertPoint guard(user);
-        std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
-        Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
-        user->replaceInput(0, lc->output());
-        changed = true;
-      } else if (IsExtendBy(user, list)) {
-        WithInsertPoint guard(user);
-        for (Value* piece : unpack->outputs()) g->insert(c10::aten::append, {user->input(0), piece});
-        user->destroy();  // not in `nodes`: extend is no kind this pass looks at
-        changed = true;
-      } else if (IsListCopy(user)) {
-        std::vector<Value*> pieces(unpack->outputs().begin(), unpack->outputs().end());
-        WithInsertPoint guard(user);
-        Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
-        user->output()->replaceAllUsesWith(lc->output());  // the copy is left for dead_code
-        changed = true;
-      } else if (IsListSlice(user)) {
-        c10::optional<std::vector<int64_t>> which = SliceIndices(user, *count);
-        if (!which) continue;
-        std::vector<Value*> pieces;
-        for (int64_t i : *which) pieces.push_back(unpack->output(i));
-        WithInsertPoint guard(user);
-        Node* lc = g->insertNode(g->createList(c10::TensorType::get(), pieces));
-        user->output()->replaceAllUsesWith(lc->output());  // the slice is left for dead_code
-        changed = true;
-      }
+      if (ReadUseThroughUnpack(g, u, list, unpack, *count, facts)) changed = true;
     }
   }
+  return changed;
+}
+
+// Lists are read by index through their elements or pieces: constructed lists directly, the
+// split family's through a ListUnpack.
+bool ListIndexingToUnpack(Graph* g, const std::vector<Node*>& nodes, ShapeFacts* facts) {
+  bool changed = IndexConstructedLists(nodes);
+  changed |= CopyConstructedLists(g, nodes);
+  changed |= SplitListsToUnpack(g, nodes, facts);
   return changed;
 }
 
