@@ -19,16 +19,15 @@
 //   bazel-bin/bench/model_bench --smoke --benchmark_min_time=0.01         # CPU, small batch
 //   build/cmake/model_bench --benchmark_min_time=0.2 [--export_dir=DIR]    # GPU, full batch
 //
-// Flags (besides Google Benchmark's): --smoke (small batch 32, e.g. for a CPU machine), --device=auto|cpu|cuda,
-// --batch=N (overrides every model's batch), --models=a,b (subset), --export_dir=DIR (writes
-// DIR/<model>/{original.pt,optimized.pt,inputs.pt,forward.py,meta.txt} for the Python comparison),
-// --jit_optimize (leave the TorchScript graph executor's optimizations on; off by default, as in
-// sentier_check, because LibTorch 1.13's profiling executor asserts on graphs with aten::stack),
-// --param_layout=original|stacked (store the parameters the batching rules stack as stacked
-// parameters; passes/stacked_parameters.h), --gate=auto|on|off (the never-slower gate of sentierd: keep only rules that make the training
-// step + forward faster at the bench batch, and the original when nothing pays; auto = on with
-// CUDA), --timing=auto|interpreter|executor (how the gate times steps, as sentier_opt's --timing:
-// auto is executor on LibTorch 2.x). Each model's decision is printed and goes in the summary's
+// Flags (besides Google Benchmark's --benchmark_*): --smoke (small batch 32, e.g. for a CPU
+// machine), --batch=N (overrides every model's batch), --models=a,b (subset), --export_dir=DIR
+// (writes DIR/<model>/{original.pt,optimized.pt,inputs.pt,forward.py,meta.txt} for the Python
+// comparison), --jit_optimize (leave the TorchScript graph executor's optimizations on; off by
+// default, as in sentier_check, because LibTorch 1.13's profiling executor asserts on graphs with
+// aten::stack), and the pipeline options sentierd and sentier_opt take (tools/option_flags.h):
+// --device, --gate=auto|on|off (sentierd's gate: keep only rules that make the training step +
+// forward faster at the bench batch, and the original when nothing pays; auto = on with CUDA),
+// --param_layout, --timing, ... Each model's decision is printed and goes in the summary's
 // "gate" column.
 #include <algorithm>
 #include <atomic>
@@ -44,11 +43,13 @@
 
 #include <ATen/record_function.h>
 #include <benchmark/benchmark.h>
+#include <gflags/gflags.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -63,6 +64,14 @@
 #include "runtime/progress_deadline.h"
 #include "runtime/step_memory.h"
 #include "runtime/torch_settings.h"
+#include "tools/option_flags.h"
+
+DEFINE_bool(smoke, false, "small batch (32), e.g. for a CPU machine");
+DEFINE_int64(batch, 0, "overrides every model's batch (0: the model's)");
+DEFINE_string(models, "", "comma-separated subset of the bench models (default: all)");
+DEFINE_string(export_dir, "", "write each model's archives and inputs here");
+DEFINE_bool(jit_optimize, false,
+            "leave the TorchScript graph executor's optimizations on (off by default, as in the tools)");
 
 namespace sentier {
 namespace bench {
@@ -74,15 +83,12 @@ constexpr int64_t kOptimizeSampleBatch = 16;  // sample inputs for shape facts (
 
 struct Flags {
   bool smoke = false;
-  std::string device = "auto";
   int64_t batch = 0;
   std::string models;
   std::string export_dir;
   bool jit_optimize = false;
-  std::string gate = "auto";  // auto (on with CUDA), on, off
-  std::string param_layout = "original";  // original | stacked (passes/stacked_parameters.h)
-  std::string timing = "auto";  // how the gate times steps: auto | interpreter | executor
-  sentier::StepTiming gate_timing = sentier::StepTiming::kInterpreter;  // --timing, resolved
+  // The pipeline options (tools/option_flags.h: --device, --gate, --param_layout, --timing, ...).
+  PipelineOptions options = DefaultOptions(Tool::kModelBench);
 };
 
 // One measured variant (last benchmark run of it).
@@ -275,13 +281,8 @@ PipelineRequest BenchRequest(const Flags& flags, const BenchModel& bm, const Pre
   req.inputs = bm.inputs(std::min<int64_t>(p.batch, 512));
   if (gate) req.timing_inputs = bm.inputs(p.batch);
   req.rules = std::move(rules);
-  req.mode = ValidationMode::kBoth;
-  req.param_layout = flags.param_layout == "stacked" ? ParameterLayout::kStacked : ParameterLayout::kOriginal;
-  req.device = p.device.is_cuda() ? Device::kCuda : Device::kCpu;
-  req.select = gate;
-  req.timing = flags.gate_timing;
+  req.options = flags.options;
   req.validate = true;
-  req.validation_trials = 1;
   return req;
 }
 
@@ -377,7 +378,7 @@ std::string Ratio(double a, double b) {
 void PrintSummary(const Flags& flags, const c10::Device& device) {
   std::printf("\n## model_bench summary (%s, fp32, graph executor optimize %s, gate timing %s%s)\n\n",
               device.is_cuda() ? "CUDA" : "CPU", flags.jit_optimize ? "on" : "off",
-              std::string(sentier::StepTimingName(flags.gate_timing)).c_str(), flags.smoke ? ", --smoke" : "");
+              std::string(sentier::StepTimingName(flags.options.timing)).c_str(), flags.smoke ? ", --smoke" : "");
   std::printf("aten ops = top-level aten ops (CPU-side proxy for kernel launches, not CUDA kernels)\n\n");
   std::printf("| model | batch | Sentier opt ms | nodes | fwd aten ops | infer rows/s orig -> opt | "
               "train rows/s orig -> opt | train-step aten ops | peak MiB/step (train) | check | gate |\n");
@@ -405,41 +406,32 @@ void PrintSummary(const Flags& flags, const c10::Device& device) {
   std::fflush(stdout);
 }
 
-// Takes our flags out of argv (Google Benchmark rejects unknown ones).
-Flags ParseFlags(int* argc, char** argv) {
-  Flags f;
-  int out = 1;
+// ParseFlags: Google Benchmark's own flags (--benchmark_*) stay in argv for it; the rest are
+// gflags: the bench's own and the pipeline options' (tools/option_flags.h). Exit 2 on a bad one.
+absl::StatusOr<Flags> ParseFlags(int* argc, char** argv) {
+  std::vector<char*> ours = {argv[0]};
+  int kept = 1;
   for (int i = 1; i < *argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const std::string& prefix, std::string* v) {
-      if (a.rfind(prefix, 0) != 0) return false;
-      *v = a.substr(prefix.size());
-      return true;
-    };
-    std::string v;
-    if (a == "--smoke") {
-      f.smoke = true;
-    } else if (a == "--jit_optimize") {
-      f.jit_optimize = true;
-    } else if (value("--device=", &v)) {
-      f.device = v;
-    } else if (value("--param_layout=", &v)) {
-      f.param_layout = v;
-    } else if (value("--batch=", &v)) {
-      f.batch = std::atoll(v.c_str());
-    } else if (value("--models=", &v)) {
-      f.models = v;
-    } else if (value("--export_dir=", &v)) {
-      f.export_dir = v;
-    } else if (value("--gate=", &v)) {
-      f.gate = v;
-    } else if (value("--timing=", &v)) {
-      f.timing = v;
+    if (absl::StartsWith(argv[i], "--benchmark_")) {
+      argv[kept++] = argv[i];
     } else {
-      argv[out++] = argv[i];
+      ours.push_back(argv[i]);
     }
   }
-  *argc = out;
+  *argc = kept;
+  int n = static_cast<int>(ours.size());
+  char** ours_argv = ours.data();
+  gflags::ParseCommandLineFlags(&n, &ours_argv, /*remove_flags=*/true);
+  if (n > 1) return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", ours_argv[1], "'"));
+  auto options = PipelineOptionsFromFlags(Tool::kModelBench, torch::cuda::is_available());
+  if (!options.ok()) return options.status();
+  Flags f;
+  f.smoke = FLAGS_smoke;
+  f.batch = FLAGS_batch;
+  f.models = FLAGS_models;
+  f.export_dir = FLAGS_export_dir;
+  f.jit_optimize = FLAGS_jit_optimize;
+  f.options = options->options;
   return f;
 }
 
@@ -449,37 +441,20 @@ Flags ParseFlags(int* argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace sentier::bench;
-  Flags flags = ParseFlags(&argc, argv);
+  absl::StatusOr<Flags> parsed = ParseFlags(&argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "model_bench: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  Flags flags = *parsed;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  if (flags.device != "auto" && flags.device != "cpu" && flags.device != "cuda") {
-    std::fprintf(stderr, "--device must be auto, cpu or cuda\n");
-    return 2;
-  }
-  bool cuda = flags.device == "cuda" || (flags.device == "auto" && torch::cuda::is_available());
-  if (cuda && !torch::cuda::is_available()) {
-    std::fprintf(stderr, "--device=cuda but CUDA is not available\n");
-    return 2;
-  }
+  const bool cuda = flags.options.device == sentier::Device::kCuda;
   c10::Device device(cuda ? c10::kCUDA : c10::kCPU);
   sentier::ApplyTorchSettings();
   // --jit_optimize: the bench's explicit exception to runtime/torch_settings.h.
   if (flags.jit_optimize) torch::jit::setGraphExecutorOptimize(true);
-  if (flags.param_layout != "original" && flags.param_layout != "stacked") {
-    std::fprintf(stderr, "--param_layout must be original or stacked\n");
-    return 2;
-  }
-  if (flags.gate != "auto" && flags.gate != "on" && flags.gate != "off") {
-    std::fprintf(stderr, "--gate must be auto, on or off\n");
-    return 2;
-  }
-  bool gate = flags.gate == "on" || (flags.gate == "auto" && cuda);
-  absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(flags.timing);
-  if (!timing.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(timing.status().message()).c_str());
-    return 2;
-  }
-  flags.gate_timing = *timing;
+  const bool gate = sentier::GateOn(flags.options);
 
   auto rules = sentier::LoadRules({sentier::DefaultRulesDir()});
   if (!rules.ok()) {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/optimizer.h"
 #include "runtime/equivalence_checker.h"
-#include "runtime/model_io.h"
+#include "runtime/model_format.h"
 
 namespace sentier {
 namespace {
@@ -19,10 +19,10 @@ using Trial = TrialFigures;
 
 // Optimizes a fresh copy with `rules` and times it; the original is timed too when
 // `original_trial` is given (once per selection: its figures do not depend on the rules).
-absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& original,
-                              const std::vector<c10::IValue>& samples, const RuleSet& rules,
-                              const CostOptions& options, Trial* original_trial) {
-  auto model = LoadModel(model_path);
+absl::StatusOr<Trial> Measure(const ModelFormat& format, const std::string& model_path,
+                              const torch::jit::Module& original, const std::vector<c10::IValue>& samples,
+                              const RuleSet& rules, const CostOptions& options, Trial* original_trial) {
+  auto model = format.Load(model_path);
   if (!model.ok()) return model.status();
   std::vector<c10::IValue> with_self = {model->module._ivalue()};
   with_self.insert(with_self.end(), samples.begin(), samples.end());
@@ -42,7 +42,9 @@ absl::StatusOr<Trial> Measure(const std::string& model_path, const Model& origin
   check.training = options.training;
   check.timing = options.timing;
   check.executor_stall_s = options.executor_stall_s;
-  auto r = EquivalenceChecker(check).Check(original.module, model->module, samples);
+  auto candidate = format.Runnable(*model);
+  if (!candidate.ok()) return candidate.status();
+  auto r = EquivalenceChecker(check).Check(original, *candidate, samples);
   if (!r.ok()) return r.status();
   // Executor timing made no progress and the checker timed in the interpreter: this selection's
   // figures would mix the two; the caller starts over in the interpreter.
@@ -77,11 +79,21 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
                                                        const std::vector<c10::IValue>& samples,
                                                        const RuleSet& rules,
                                                        const CostOptions& options) {
-  auto original = LoadModel(model_path);
+  auto format = FormatFor(model_path);
+  if (!format.ok()) return format.status();
+  return SelectRulesByMeasurement(**format, model_path, samples, rules, options);
+}
+
+absl::StatusOr<CostSelection> SelectRulesByMeasurement(const ModelFormat& format, const std::string& model_path,
+                                                       const std::vector<c10::IValue>& samples,
+                                                       const RuleSet& rules, const CostOptions& options) {
+  auto loaded = format.Load(model_path);
+  if (!loaded.ok()) return loaded.status();
+  auto original = format.Runnable(*loaded);
   if (!original.ok()) return original.status();
   auto select = [&](const CostOptions& opts) {
     return SelectRules(rules, opts, [&](const RuleSet& set, Trial* original_trial) {
-      return Measure(model_path, *original, samples, set, opts, original_trial);
+      return Measure(format, model_path, *original, samples, set, opts, original_trial);
     });
   };
   CostOptions used = options;
@@ -281,7 +293,7 @@ void RuleSelector::NoteMarginForAllRules() {
   sel_.all_rules_ms = all_rules_.ms;
   sel_.all_rules_peak_bytes = all_rules_.peak;
   sel_.all_rules_forward_peak_bytes = all_rules_.forward_peak;
-  sel_.memory_margin_for_all_rules = needed;
+  sel_.margin_for_all_rules = needed;
   sel_.log.push_back(absl::StrFormat(
       "every rule would be kept with memory_margin %.2f: %s, against %.3f ms kept", needed,
       Describe(all_rules_), best_.ms));

@@ -27,7 +27,7 @@
 //
 // Peak memory is a constraint, not a score: a set whose step needs more peak memory than the
 // original's (the training step's; with inference_too the forward's as well), by more than
-// memory_margin, is not acceptable however fast. Under the default policy each peak is weighed
+// the memory margin, is not acceptable however fast. Under the default policy each peak is weighed
 // against its own step's time (the training step's peak against the training step alone, as the
 // job's validation judges it), not against the score. When the whole set is over, every batching
 // (group) rule is left out, and those that fired are added back one at a time, in load order,
@@ -51,6 +51,7 @@
 #include "absl/status/statusor.h"
 #include "passes/optimizer.h"
 #include "passes/rule_set.h"
+#include "runtime/model_format.h"
 #include "runtime/options_enums.h"
 #include "runtime/verdict.h"
 
@@ -105,16 +106,16 @@ struct CostSelection {
   // Peak bytes of one step (training step, or forward without training) and of one forward.
   int64_t original_peak_bytes = -1, optimized_peak_bytes = -1;
   int64_t original_forward_peak_bytes = -1, optimized_forward_peak_bytes = -1;
-  bool within_memory = true;             // the selected set's peaks are within memory_margin
-  // Rules fire, but every set that fires any of them needs more peak memory than memory_margin
+  bool within_memory = true;             // the selected set's peaks are within the memory margin
+  // Rules fire, but every set that fires any of them needs more peak memory than the memory margin
   // allows: the memory bound alone keeps the original.
   bool nothing_fires_within_memory = false;
   // Over the memory bound, when every rule together was faster than what is kept: that set's
-  // time and peaks, and the smallest memory_margin (hundredths) under which its peaks would be
+  // time and peaks, and the smallest memory margin (hundredths) under which its peaks would be
   // within bounds — what a model's owner can allow in REG/<model>/sentier.json. -1: not so.
   double all_rules_ms = -1.0;
   int64_t all_rules_peak_bytes = -1, all_rules_forward_peak_bytes = -1;
-  double memory_margin_for_all_rules = -1.0;
+  double margin_for_all_rules = -1.0;
   bool confirmed = true;                 // false: faster at first, not when timed again
   double confirm_ms = -1.0, confirm_original_ms = -1.0;  // that second timing
   // The original's judged step (the training step; the forward without training) and its peak,
@@ -155,6 +156,10 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_
                                                        const std::vector<c10::IValue>& samples,
                                                        const RuleSet& rules,
                                                        const CostOptions& options);
+// The same for a model of `format` (runtime/model_format.h): loaded, run and rewritten through it.
+absl::StatusOr<CostSelection> SelectRulesByMeasurement(const ModelFormat& format, const std::string& model_path,
+                                                       const std::vector<c10::IValue>& samples,
+                                                       const RuleSet& rules, const CostOptions& options);
 
 }  // namespace sentier
 

@@ -84,14 +84,14 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
   EXPECT_LE(sel->optimized_peak_bytes, sel->original_peak_bytes * 101 / 100);
   // Where every rule together was faster than what is kept, the selection names the margin
   // that would allow it (timings on this machine decide whether it was).
-  if (sel->memory_margin_for_all_rules >= 0) {
+  if (sel->margin_for_all_rules >= 0) {
     EXPECT_TRUE(LogHas(*sel, "every rule would be kept with memory_margin"));
     EXPECT_LT(sel->all_rules_ms, sel->optimized_ms);
     VerdictMargins allow;
-    allow.memory = sel->memory_margin_for_all_rules;
+    allow.memory = sel->margin_for_all_rules;
     allow.memory_floor_bytes = 0;
     EXPECT_EQ(ExcessPeakBytes(sel->original_peak_bytes, sel->all_rules_peak_bytes, allow), 0);
-    EXPECT_GT(sel->memory_margin_for_all_rules, 0.01);
+    EXPECT_GT(sel->margin_for_all_rules, 0.01);
   } else {
     EXPECT_FALSE(LogHas(*sel, "every rule would be kept"));
   }

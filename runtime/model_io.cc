@@ -37,16 +37,6 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
-absl::Status CheckReadableFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot read", path);
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
-  }
-  if (st.st_size == 0) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is empty"));
-  return absl::OkStatus();
-}
-
 // Text IR: drop comment lines (they carry CHECK lines in tests).
 std::string StripIrComments(const std::string& text) {
   std::string out;
@@ -59,24 +49,31 @@ std::string StripIrComments(const std::string& text) {
   return out;
 }
 
-// LibTorch writes archives with stored entries, whose uncompressed sizes add up to less than the
-// file. An archive whose entries claim more than 4x its size plus 1 MiB (deflated entries made
-// elsewhere) is treated as a zip bomb and refused before LibTorch allocates what it claims.
-int64_t MaxUncompressedBytes(size_t file_bytes) {
-  return 4 * static_cast<int64_t>(file_bytes) + (int64_t{1} << 20);
-}
-
 // ReadCheckedArchive: the file's bytes once CheckArchive accepts them (LibTorch's reader trusts
 // the archive's offsets and sizes); `what` starts the error message.
 absl::StatusOr<std::string> ReadCheckedArchive(const std::string& path, const char* what) {
   auto data = ReadFile(path);
   if (!data.ok()) return data.status();
-  absl::Status sound = CheckArchive(*data, MaxUncompressedBytes(data->size()));
+  absl::Status sound = CheckArchive(*data, MaxUncompressedArchiveBytes(data->size()));
   if (!sound.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': ", sound.message()));
   return data;
 }
 
 }  // namespace
+
+absl::Status CheckReadableFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot read", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  }
+  if (st.st_size == 0) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is empty"));
+  return absl::OkStatus();
+}
+
+int64_t MaxUncompressedArchiveBytes(size_t file_bytes) {
+  return 4 * static_cast<int64_t>(file_bytes) + (int64_t{1} << 20);
+}
 
 absl::StatusOr<Model> LoadModel(const std::string& path) {
   absl::Status readable = CheckReadableFile(path);

@@ -38,6 +38,15 @@ struct Model {
 // inside the file, and entries claiming at most 4x the file's size + 1 MiB uncompressed.
 absl::StatusOr<Model> LoadModel(const std::string& path);
 
+// CheckReadableFile: OK for a readable, regular, non-empty file; an error naming it otherwise.
+absl::Status CheckReadableFile(const std::string& path);
+
+// MaxUncompressedArchiveBytes: what an archive of `file_bytes` may claim its entries hold.
+// LibTorch writes archives with stored entries, whose uncompressed sizes add up to less than the
+// file; more than 4x its size plus 1 MiB (deflated entries made elsewhere) is taken for a zip bomb
+// and refused before LibTorch allocates what it claims.
+int64_t MaxUncompressedArchiveBytes(size_t file_bytes);
+
 // SaveModel: writes `.pt` (module archive; requires a module) or `.ir` (graph text) atomically.
 // A `.pt` is loaded back before it is published, so a file that torch::jit::load rejects is never
 // written.

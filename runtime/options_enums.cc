@@ -53,8 +53,8 @@ const Table<ValidationMode> kModes = {{ValidationMode::kInference, "inference"},
                                       {ValidationMode::kBoth, "both"}};
 const Table<ParameterLayout> kLayouts = {{ParameterLayout::kOriginal, "original"},
                                      {ParameterLayout::kStacked, "stacked"}};
-const Table<RuleSelection> kSelections = {
-    {RuleSelection::kAuto, "auto"}, {RuleSelection::kOn, "on"}, {RuleSelection::kOff, "off"}};
+const Table<Gate> kGates = {
+    {Gate::kAuto, "auto"}, {Gate::kOn, "on"}, {Gate::kOff, "off"}};
 const Table<StepTiming> kTimings = {{StepTiming::kInterpreter, "interpreter"},
                                     {StepTiming::kExecutor, "executor"}};
 const Table<ReportStatus> kStatuses = {{ReportStatus::kOptimized, "optimized"},
@@ -81,10 +81,8 @@ absl::StatusOr<ParameterLayout> ParseParameterLayout(absl::string_view text) {
 }
 absl::string_view ParameterLayoutName(ParameterLayout layout) { return Name(kLayouts, layout); }
 
-absl::StatusOr<RuleSelection> ParseRuleSelection(absl::string_view text) {
-  return Parse(kSelections, "rule selection", text);
-}
-absl::string_view RuleSelectionName(RuleSelection selection) { return Name(kSelections, selection); }
+absl::StatusOr<Gate> ParseGate(absl::string_view text) { return Parse(kGates, "rule selection", text); }
+absl::string_view GateName(Gate gate) { return Name(kGates, gate); }
 
 absl::StatusOr<StepTiming> ParseStepTiming(absl::string_view text) {
   return Parse(kTimings, "step timing", text);

@@ -39,10 +39,11 @@ enum class ParameterLayout { kOriginal, kStacked };
 absl::StatusOr<ParameterLayout> ParseParameterLayout(absl::string_view text);
 absl::string_view ParameterLayoutName(ParameterLayout layout);
 
-// RuleSelection: sentierd's --select_rules (auto: on when jobs run on CUDA).
-enum class RuleSelection { kAuto, kOn, kOff };
-absl::StatusOr<RuleSelection> ParseRuleSelection(absl::string_view text);
-absl::string_view RuleSelectionName(RuleSelection selection);
+// Gate: whether the gate runs, the timed selection of the rules that make a step faster
+// (runtime/cost_selection.h): --gate, auto = on when the model is timed on CUDA.
+enum class Gate { kAuto, kOn, kOff };
+absl::StatusOr<Gate> ParseGate(absl::string_view text);  // auto | on | off
+absl::string_view GateName(Gate gate);
 
 // StepTiming: how the gate and sentier_check --time run the steps they time. interpreter: the
 // graph executor's optimizations off, as every comparison runs (runtime/torch_settings.h);
@@ -57,7 +58,7 @@ enum class ReportStatus { kOptimized, kUnchanged, kRejected };
 absl::StatusOr<ReportStatus> ParseReportStatus(absl::string_view text);
 absl::string_view ReportStatusName(ReportStatus status);
 
-// Memory margin (--memory_margin, sentier.json's "memory_margin"): "auto" is the default memory
+// Memory margin (the pipeline option, runtime/pipeline/options.h): "auto" is the default memory
 // policy (runtime/verdict.h: NaN in VerdictMargins::memory), a number a margin over the
 // original's peak (a fraction; negative: memory not weighed).
 absl::StatusOr<double> ParseMemoryMargin(absl::string_view text);

@@ -32,10 +32,10 @@ TEST(OptionsEnumsTest, NamesRoundTrip) {
                                   ParseValidationMode, ValidationModeName);
   ExpectRoundTrip<ParameterLayout>({{ParameterLayout::kOriginal, "original"}, {ParameterLayout::kStacked, "stacked"}},
                                ParseParameterLayout, ParameterLayoutName);
-  ExpectRoundTrip<RuleSelection>({{RuleSelection::kAuto, "auto"},
-                                  {RuleSelection::kOn, "on"},
-                                  {RuleSelection::kOff, "off"}},
-                                 ParseRuleSelection, RuleSelectionName);
+  ExpectRoundTrip<Gate>({{Gate::kAuto, "auto"},
+                                  {Gate::kOn, "on"},
+                                  {Gate::kOff, "off"}},
+                                 ParseGate, GateName);
   ExpectRoundTrip<StepTiming>({{StepTiming::kInterpreter, "interpreter"}, {StepTiming::kExecutor, "executor"}},
                               ParseStepTiming, StepTimingName);
   ExpectRoundTrip<ReportStatus>({{ReportStatus::kOptimized, "optimized"},
@@ -56,7 +56,7 @@ TEST(OptionsEnumsTest, BadValuesNameTheValueAndTheAllowedOnes) {
                 "invalid validation mode 'bogus': expected inference, training or both");
   ExpectInvalid(ParseParameterLayout("Stacked").status(),
                 "invalid parameter layout 'Stacked': expected original or stacked");
-  ExpectInvalid(ParseRuleSelection("maybe").status(),
+  ExpectInvalid(ParseGate("maybe").status(),
                 "invalid rule selection 'maybe': expected auto, on or off");
   ExpectInvalid(ParseStepTiming("fuser").status(),
                 "invalid step timing 'fuser': expected interpreter or executor");

@@ -1,17 +1,16 @@
-// pipeline.cc — the stages of OptimizeModel (see pipeline.h), each a function with its own
-// result. A stage that fails returns a StageError: the stage, whether the output (not the
-// model) was at fault, and the message. OptimizeModel runs them in order and turns the first
-// failure into a rejection or an output failure; the decision and its wording live in
-// pipeline_decision.cc.
+// pipeline.cc — the stages of OptimizeModel (pipeline_stages.h lists them), each a function with
+// its own result, and RunStages, the one place that assembles the outcome from those results. A
+// stage that fails returns a StageError: the stage, whether the output (not the model) was at
+// fault, and the message; OptimizeModel turns the first failure into a rejection or an output
+// failure. The untimed ablation and the validation have files of their own; the decision and its
+// wording live in pipeline_decision.cc; the report in pipeline_report.cc.
 #include "runtime/pipeline.h"
 
 #include <chrono>
-#include <filesystem>
 
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "passes/digest.h"
 #include "passes/torch_error.h"
@@ -19,6 +18,7 @@
 #include "runtime/file_util.h"
 #include "runtime/graph_runner.h"
 #include "runtime/pipeline_decision.h"
+#include "runtime/pipeline_internal.h"
 #include "runtime/step_memory.h"
 
 namespace sentier {
@@ -45,27 +45,33 @@ StageError OutputError(PipelineStage stage, const absl::Status& status) {
   return {stage, status, true, "cannot write the output"};
 }
 
-bool IsTrainingStep(ValidationMode mode) { return mode != ValidationMode::kInference; }
-
 // ---- load -----------------------------------------------------------------------------------
 
-// LoadInputs: the sample inputs from the request's file (rebuilt with forward's declared types
-// for a module) or from memory.
+// Formats: the model's format and the artifact's (the request's, else each path's own).
+absl::Status ResolveFormats(const PipelineRequest& req, LoadedModel* loaded) {
+  auto source = req.format ? req.format : FormatFor(req.model_path);
+  if (!source.ok()) return source.status();
+  loaded->format = *source;
+  if (req.artifact_path.empty()) return absl::OkStatus();
+  auto artifact = req.format ? req.format : FormatFor(req.artifact_path);
+  if (!artifact.ok()) return artifact.status();
+  loaded->artifact_format = *artifact;
+  return absl::OkStatus();
+}
+
+// LoadInputs: the sample inputs from the request's file, from memory, or from the archive itself.
 absl::Status LoadInputs(const PipelineRequest& req, LoadedModel* loaded) {
-  if (req.inputs_path.empty()) {
-    loaded->has_inputs = !req.inputs.empty();
+  if (req.inputs_path.empty() && !req.inputs.empty()) {
+    loaded->has_inputs = true;
     loaded->inputs = req.inputs;
     return absl::OkStatus();
   }
-  if (!std::filesystem::exists(req.inputs_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("sample inputs '", req.inputs_path, "' are missing"));
-  }
-  auto in = loaded->model.is_module ? LoadSampleInputsFor(req.inputs_path, loaded->model.module)
-                                    : LoadSampleInputs(req.inputs_path);
+  auto in = loaded->format->SampleInputs(loaded->model, req.inputs_path);
+  if (req.inputs_path.empty() && absl::IsNotFound(in.status())) return absl::OkStatus();  // none
   if (!in.ok()) return in.status();
   loaded->has_inputs = true;
   loaded->inputs = *std::move(in);
-  auto sha = Sha256OfFile(req.inputs_path);
+  auto sha = req.inputs_path.empty() ? absl::StatusOr<std::string>("") : Sha256OfFile(req.inputs_path);
   if (sha.ok()) loaded->inputs_sha256 = *sha;
   return absl::OkStatus();
 }
@@ -93,7 +99,7 @@ absl::StatusOr<OpCounts> CountOps(const std::shared_ptr<torch::jit::Graph>& grap
 // judged; a model that does not run on its own sample inputs is refused.
 absl::Status CountOriginalOps(const PipelineRequest& req, LoadedModel* loaded) {
   if (!loaded->has_inputs) return absl::OkStatus();
-  auto counts = CountOps(loaded->original_graph, loaded->samples, IsTrainingStep(req.mode));
+  auto counts = CountOps(loaded->original_graph, loaded->samples, IsTrainingStep(req.options.mode));
   if (!counts.ok() && !req.inputs_must_run) return absl::OkStatus();
   if (!counts.ok()) {
     return absl::InvalidArgumentError(
@@ -105,14 +111,14 @@ absl::Status CountOriginalOps(const PipelineRequest& req, LoadedModel* loaded) {
 
 absl::StatusOr<LoadedModel> Load(const PipelineRequest& req) {
   LoadedModel loaded;
+  if (absl::Status st = ResolveFormats(req, &loaded); !st.ok()) return st;
   auto sha = Sha256OfFile(req.model_path);
   if (sha.ok()) loaded.source_sha256 = *sha;
-  auto model = LoadModel(req.model_path);
+  auto model = loaded.format->Load(req.model_path);
   if (!model.ok()) return model.status();
   loaded.model = *std::move(model);
-  if (!loaded.model.is_module && absl::EndsWith(req.artifact_path, ".pt")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", req.model_path, "' is not a TorchScript module, so no .pt artifact can be made"));
+  if (loaded.artifact_format != nullptr) {
+    if (absl::Status st = loaded.artifact_format->CanSave(loaded.model); !st.ok()) return st;
   }
   if (absl::Status st = LoadInputs(req, &loaded); !st.ok()) return st;
   if (loaded.model.is_module) loaded.samples.push_back(loaded.model.module._ivalue());
@@ -125,38 +131,35 @@ absl::StatusOr<LoadedModel> Load(const PipelineRequest& req) {
 
 // ---- reuse ----------------------------------------------------------------------------------
 
-// MemoryPolicyKey: the memory policy and its figures, as a reused decision is compared.
-std::string MemoryPolicyKey(const VerdictMargins& m) {
-  return absl::StrCat(MemoryPolicyName(m), ";", MemoryMarginName(m.memory), ";", std::max<int64_t>(m.max_step_bytes, 0));
-}
-
 // WhyNotReusable: what differs between the earlier version's decision and this one ("" when it
 // holds: same architecture fingerprint, rule set, parameter layout, mode and memory policy).
 std::string WhyNotReusable(const PipelineRequest& req, const LoadedModel& loaded, const ReusableDecision& d) {
   if (d.architecture_fingerprint != loaded.architecture_fingerprint) return "the architecture changed";
   if (d.rules_fingerprint != req.rules->Fingerprint()) return "the rules changed";
-  if (d.param_layout != ParameterLayoutName(req.param_layout)) return "the parameter layout changed";
-  if (d.mode != ValidationModeName(req.mode)) return "the mode changed";
-  if (d.memory_policy != MemoryPolicyKey(req.margins)) return "the memory policy changed";
+  if (d.param_layout != ParameterLayoutName(req.options.param_layout)) return "the parameter layout changed";
+  if (d.mode != ValidationModeName(req.options.mode)) return "the mode changed";
+  if (d.memory_policy != MemoryPolicyKey(Margins(req.options))) return "the memory policy changed";
   if (d.status == ReportStatus::kRejected) return "it was rejected";
   return "";
 }
 
-// Reuse: the rules an earlier version's decision applied (none when it kept the original), where
-// that decision holds for this version; null otherwise, with the reason in `out->reuse_note`.
-std::shared_ptr<const RuleSet> Reuse(const PipelineRequest& req, Outcome* out) {
-  if (!req.reuse || !out->loaded->model.is_module) return nullptr;
+// RunReuse: the rules an earlier version's decision applied (none when it kept the original),
+// where that decision holds for this version; otherwise no rules, and the note says why.
+Reuse RunReuse(const PipelineRequest& req, const LoadedModel& loaded) {
+  Reuse reuse;
+  if (!req.reuse || !loaded.model.is_module) return reuse;
   const ReusableDecision& d = *req.reuse;
-  const std::string why_not = WhyNotReusable(req, *out->loaded, d);
+  const std::string why_not = WhyNotReusable(req, loaded, d);
   if (!why_not.empty()) {
-    out->reuse_note = absl::StrCat("not reused from version ", d.version, ": ", why_not);
-    return nullptr;
+    reuse.note = absl::StrCat("not reused from version ", d.version, ": ", why_not);
+    return reuse;
   }
-  out->reused_from = d.version;
-  out->reuse_note = absl::StrCat("reused from version ", d.version,
-                                 ": same architecture fingerprint, rule set, parameter layout, mode and "
-                                 "memory policy");
-  return req.rules->Only(d.status == ReportStatus::kOptimized ? d.rules_applied : std::vector<std::string>{});
+  reuse.reused_from = d.version;
+  reuse.note = absl::StrCat("reused from version ", d.version,
+                            ": same architecture fingerprint, rule set, parameter layout, mode and "
+                            "memory policy");
+  reuse.rules = req.rules->Only(d.status == ReportStatus::kOptimized ? d.rules_applied : std::vector<std::string>{});
+  return reuse;
 }
 
 // ---- place ----------------------------------------------------------------------------------
@@ -165,24 +168,27 @@ std::shared_ptr<const RuleSet> Reuse(const PipelineRequest& req, Outcome* out) {
 // validated on the CPU, without the gate, and the report says why.
 absl::StatusOr<Placement> Place(const PipelineRequest& req, const LoadedModel& loaded) {
   Placement placement;
-  placement.device = req.device;
-  placement.select = req.select && loaded.model.is_module && loaded.has_inputs;
-  if (req.device == Device::kCuda && loaded.model.is_module && loaded.has_inputs && (req.validate || req.select)) {
-    absl::Status runs = RunsOnDevice(loaded.model.module, loaded.inputs, Device::kCuda, IsTrainingStep(req.mode));
+  placement.device = req.options.device;
+  placement.gate = GateOn(req.options) && loaded.model.is_module && loaded.has_inputs;
+  if (req.options.device == Device::kCuda && loaded.model.is_module && loaded.has_inputs &&
+      (req.validate || GateOn(req.options))) {
+    auto module = loaded.format->Runnable(loaded.model);
+    if (!module.ok()) return module.status();
+    absl::Status runs = RunsOnDevice(*module, loaded.inputs, Device::kCuda, IsTrainingStep(req.options.mode));
     if (absl::IsFailedPrecondition(runs)) {
       placement.device_note = absl::StrCat(runs.message(), "; validated on the CPU instead");
       placement.device = Device::kCpu;
-      placement.select = false;
+      placement.gate = false;
     } else if (!runs.ok()) {
       return runs;
     }
   }
   placement.timed = placement.device == Device::kCuda && req.validate;
-  placement.margins = req.margins;
+  placement.margins = Margins(req.options);
   const int64_t device_bytes = DeviceMemoryBytes(
       c10::Device(placement.device == Device::kCuda ? c10::kCUDA : c10::kCPU));
-  if (device_bytes > 0 && req.device_share > 0) {
-    placement.margins.device_limit_bytes = static_cast<int64_t>(req.device_share * device_bytes);
+  if (device_bytes > 0 && req.options.max_memory_share > 0) {
+    placement.margins.device_limit_bytes = static_cast<int64_t>(req.options.max_memory_share * device_bytes);
   }
   if (device_bytes > 0) {
     placement.margins.small_growth_bytes = static_cast<int64_t>(kSmallGrowthShare * static_cast<double>(device_bytes));
@@ -190,43 +196,44 @@ absl::StatusOr<Placement> Place(const PipelineRequest& req, const LoadedModel& l
   return placement;
 }
 
-// ---- select ---------------------------------------------------------------------------------
+// ---- gate ----------------------------------------------------------------------------------
 
 CostOptions GateOptions(const PipelineRequest& req, const Placement& placement) {
   CostOptions cost;
   cost.device = placement.device;
-  cost.training = IsTrainingStep(req.mode);
-  cost.inference_too = req.mode == ValidationMode::kBoth;
+  cost.training = IsTrainingStep(req.options.mode);
+  cost.inference_too = req.options.mode == ValidationMode::kBoth;
   cost.verify_each = !req.validate;  // a validated artifact is checked once, at the end
   cost.margins = placement.margins;
-  cost.timing = req.timing;
-  cost.executor_stall_s = req.executor_stall_s;
-  cost.optimize.stacked_parameters = req.param_layout == ParameterLayout::kStacked;
-  cost.optimize.max_rounds = req.max_rounds;
+  cost.timing = req.options.timing;
+  cost.executor_stall_s = req.options.executor_stall_s;
+  cost.optimize.stacked_parameters = req.options.param_layout == ParameterLayout::kStacked;
+  cost.optimize.max_rounds = req.options.max_rounds;
   return cost;
 }
 
-absl::StatusOr<CostSelection> Select(const PipelineRequest& req, const LoadedModel& loaded,
-                                     const Placement& placement) {
+absl::StatusOr<CostSelection> Gate(const PipelineRequest& req, const LoadedModel& loaded,
+                                   const Placement& placement) {
   const std::vector<c10::IValue>& timed_inputs = req.timing_inputs ? *req.timing_inputs : loaded.inputs;
-  return SelectRulesByMeasurement(req.model_path, timed_inputs, *req.rules, GateOptions(req, placement));
+  return SelectRulesByMeasurement(*loaded.format, req.model_path, timed_inputs, *req.rules,
+                                  GateOptions(req, placement));
 }
 
 // ---- rewrite and count ----------------------------------------------------------------------
 
+}  // namespace
+
 absl::StatusOr<OptimizeReport> Rewrite(const PipelineRequest& req, const RuleSet& rules,
                                        LoadedModel* loaded) {
   OptimizeOptions opts;
-  opts.max_rounds = req.max_rounds;
+  opts.max_rounds = req.options.max_rounds;
   if (loaded->has_inputs) opts.sample_inputs = &loaded->samples;
   if (loaded->model.is_module) opts.self = loaded->model.module._ivalue();
-  opts.stacked_parameters = req.param_layout == ParameterLayout::kStacked;
+  opts.stacked_parameters = req.options.param_layout == ParameterLayout::kStacked;
   opts.after_pass = req.after_pass;
   return OptimizeGraph(loaded->model.graph, rules, opts);
 }
 
-// CountRewrittenOps: the same counts as CountOriginalOps, of the rewritten graph. A rewritten
-// graph that no longer runs is a validation failure.
 absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded) {
   if (loaded.ops.forward < 0) return OpCounts();
   auto counts = CountOps(loaded.model.graph, loaded.samples, loaded.ops.training_step >= 0);
@@ -237,299 +244,55 @@ absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded) {
   return *counts;
 }
 
-// ---- untimed ablation -------------------------------------------------------------------------
+namespace {
 
-// With nothing timed, kernel launches decide (verdict.h's UntimedGrowth). One rule that adds
-// launches (split pieces made slices: fewer aten ops, but each slice's backward is a fill and a
-// copy where the split's was one concatenation) would otherwise cost the model every rule that
-// saves them. So a rewrite that makes no fewer launches than the original is made again from the
-// original without each rule that fired, in turn; the rewrite with the fewest launches is kept
-// when it makes fewer than the one it came from, and the search goes on from it until a rewrite
-// pays, no dropped rule helps, or kMaxUntimedRewrites more rewrites were made. A rewrite that
-// took longer than kMaxUntimedRewriteMs is not repeated (large models: their gate times them).
-constexpr int kMaxUntimedRewrites = 12;
-constexpr double kMaxUntimedRewriteMs = 2000;
-
-bool UntimedAblationApplies(const PipelineRequest& req, const Outcome& out) {
-  std::string growth;
-  return !out.selection && !out.placement.timed && !req.allow_growth && out.loaded->model.is_module &&
-         out.loaded->ops.launches_forward >= 0 && out.optimization->stats.applications.size() > 1 &&
-         out.optimization->optimize_ms <= kMaxUntimedRewriteMs &&
-         UntimedGrowth(out.loaded->ops, out.ops_after, &growth);
-}
-
-struct UntimedAttempt {
-  std::shared_ptr<const RuleSet> rules;
-  std::vector<std::string> dropped;  // what RewriteWithout left out
-  LoadedModel loaded;
-  OptimizeReport report;
-  OpCounts ops;
-};
-
-// RewriteWith: the original, loaded afresh (a stacked layout rewrites the module's parameters
-// too), rewritten with `rules` and counted.
-absl::StatusOr<UntimedAttempt> RewriteWith(const PipelineRequest& req, std::shared_ptr<const RuleSet> rules,
-                                           const LoadedModel& original) {
-  UntimedAttempt a;
-  a.rules = std::move(rules);
-  auto model = LoadModel(req.model_path);
-  if (!model.ok()) return model.status();
-  a.loaded = original;
-  a.loaded.model = *std::move(model);
-  a.loaded.samples = {a.loaded.model.module._ivalue()};
-  a.loaded.samples.insert(a.loaded.samples.end(), a.loaded.inputs.begin(), a.loaded.inputs.end());
-  auto report = Rewrite(req, *a.rules, &a.loaded);
-  if (!report.ok()) return report.status();
-  a.report = *std::move(report);
-  auto ops = CountRewrittenOps(a.loaded);
-  if (!ops.ok()) return ops.status();
-  a.ops = *ops;
-  return a;
-}
-
-// RewriteWithout: the rewrite without `drop`. Where leaving a rule out lets a rule fire that did
-// not fire before (it matches what the left-out rule would have rewritten), that rule is left
-// out too, once (one more rewrite from `budget`): the attempt measures the model without the
-// rule, not with a stand-in for it.
-absl::StatusOr<UntimedAttempt> RewriteWithout(const PipelineRequest& req, const RuleSet& rules,
-                                              std::vector<std::string> drop, const RewriteStats& fired,
-                                              const LoadedModel& original, int* budget) {
-  auto attempt = RewriteWith(req, rules.Without(drop), original);
-  if (attempt.ok()) attempt->dropped = drop;
-  if (!attempt.ok() || *budget <= 0) return attempt;
-  const size_t dropped = drop.size();
-  for (const auto& [name, n] : attempt->report.stats.applications) {
-    if (n > 0 && fired.applications.count(name) == 0) drop.push_back(name);
-  }
-  if (drop.size() == dropped) return attempt;
-  --*budget;
-  auto without_stand_ins = RewriteWith(req, rules.Without(drop), original);
-  if (!without_stand_ins.ok() || UntimedLaunches(without_stand_ins->ops) >= UntimedLaunches(attempt->ops)) {
-    return attempt;
-  }
-  without_stand_ins->dropped = drop;
-  return without_stand_ins;
-}
-
-// DropRulesThatAddLaunches: the search above; `out` takes the best rewrite found, and
-// `out->untimed_dropped` the rules it leaves out, with the launches the rewrite with them made.
-void DropRulesThatAddLaunches(const PipelineRequest& req, std::shared_ptr<const RuleSet> rules, Outcome* out) {
-  const OpCounts first = out->ops_after;
-  std::vector<std::string> dropped;
-  std::optional<UntimedAttempt> best;
-  int budget = kMaxUntimedRewrites;
-  std::string growth;
-  int64_t current = UntimedLaunches(out->ops_after);
-  const RewriteStats* fired = &out->optimization->stats;
-  while (budget > 0) {
-    std::optional<UntimedAttempt> round_best;
-    for (const auto& [name, n] : fired->applications) {
-      if (budget-- <= 0) break;
-      auto attempt = RewriteWithout(req, *rules, {name}, *fired, *out->loaded, &budget);
-      if (!attempt.ok() || attempt->report.stats.applications.empty()) continue;
-      if (UntimedLaunches(attempt->ops) >= current) continue;
-      if (round_best && UntimedLaunches(attempt->ops) >= UntimedLaunches(round_best->ops)) continue;
-      round_best = *std::move(attempt);
-    }
-    if (!round_best) break;
-    current = UntimedLaunches(round_best->ops);
-    rules = round_best->rules;
-    dropped.insert(dropped.end(), round_best->dropped.begin(), round_best->dropped.end());
-    best = std::move(round_best);
-    fired = &best->report.stats;
-    if (!UntimedGrowth(out->loaded->ops, best->ops, &growth)) break;
-  }
-  if (!best) return;
-  out->loaded->model = best->loaded.model;
-  out->loaded->samples = best->loaded.samples;
-  out->optimization = std::move(best->report);
-  out->ops_after = best->ops;
-  out->rewrites = 0;
-  for (const auto& [name, n] : out->optimization->stats.applications) out->rewrites += n;
-  out->untimed_dropped = dropped;
-  out->untimed_dropped_launches = UntimedLaunches(first);
-}
-
-// ---- save and validate ----------------------------------------------------------------------
+// ---- save -----------------------------------------------------------------------------------
 
 absl::Status Save(const PipelineRequest& req, const LoadedModel& loaded) {
   if (req.artifact_path.empty()) return absl::OkStatus();
-  return SaveModel(loaded.model, req.artifact_path);
+  return loaded.artifact_format->Save(loaded.model, req.artifact_path);
 }
 
-// CarriedReference: the original's judged step (training step; forward in inference mode) as
-// timed already, so that validation times the artifact alone against it: by the gate in this
-// job (its last timing of the original: the same samples, device and timing), or by a
-// reused decision's version (the same architecture runs the same kernels at the same sizes).
-struct CarriedReference {
-  double step_ms = -1.0;
-  int64_t peak_bytes = -1;
-  std::optional<int64_t> version;  // the reused decision's version; none: this job's gate
-};
-
-std::optional<CarriedReference> ReferenceToCarry(const PipelineRequest& req, const Outcome& out,
-                                                 const CheckOptions& check) {
-  if (!check.time || check.device != Device::kCuda) return std::nullopt;
-  if (out.selection && out.selection->faster && out.selection->last_original_step_ms > 0 &&
-      out.selection->last_original_step_peak_bytes >= 0 && out.selection->timing == check.timing) {
-    return CarriedReference{out.selection->last_original_step_ms, out.selection->last_original_step_peak_bytes,
-                            std::nullopt};
-  }
-  if (out.reused_from && req.reuse && req.reuse->reference_step_ms > 0 &&
-      req.reuse->reference_step_peak_bytes >= 0 && req.reuse->reference_timing == StepTimingName(check.timing)) {
-    return CarriedReference{req.reuse->reference_step_ms, req.reuse->reference_step_peak_bytes, req.reuse->version};
-  }
-  return std::nullopt;
-}
-
-CheckOptions ValidationOptions(const PipelineRequest& req, const Outcome& out) {
-  CheckOptions check;
-  check.device = out.placement.device;
-  check.inference = req.mode != ValidationMode::kTraining;
-  check.training = IsTrainingStep(req.mode);
-  // A reused decision is validated on the samples and at twice their batch (one trial); a fresh
-  // one on a random draw as well.
-  check.trials = out.reused_from ? 1 : req.validation_trials;
-  check.time = out.placement.timed;
-  check.timing = out.selection ? out.selection->timing : req.timing;
-  check.executor_stall_s = req.executor_stall_s;
-  return check;
-}
-
-// CarryReferenceStep: the carried figures of the original's judged step, as if timed here.
-void CarryReferenceStep(const PipelineRequest& req, const CarriedReference& carried, CheckReport* c) {
-  if (IsTrainingStep(req.mode)) {
-    c->reference_train_ms = carried.step_ms;
-    c->reference_train_peak_bytes = carried.peak_bytes;
-  } else {
-    c->reference_ms = carried.step_ms;
-    c->reference_peak_bytes = carried.peak_bytes;
-  }
-}
-
-// TakeTimedFigures: the step times, peaks and timing of `from` (a timing-only check) into `to`.
-void TakeTimedFigures(const CheckReport& from, CheckReport* to) {
-  to->reference_ms = from.reference_ms;
-  to->candidate_ms = from.candidate_ms;
-  to->reference_train_ms = from.reference_train_ms;
-  to->candidate_train_ms = from.candidate_train_ms;
-  to->reference_peak_bytes = from.reference_peak_bytes;
-  to->candidate_peak_bytes = from.candidate_peak_bytes;
-  to->reference_train_peak_bytes = from.reference_train_peak_bytes;
-  to->candidate_train_peak_bytes = from.candidate_train_peak_bytes;
-  to->timing = from.timing;
-  to->timing_fallback = from.timing_fallback;
-}
-
-// Validate: the saved artifact, loaded back as users load it, against the original: outputs and
-// the gradients of every input, parameter and buffer, on the placement's device.
-absl::StatusOr<Validation> Validate(const PipelineRequest& req, const Outcome& out) {
-  auto reference = LoadModel(req.model_path);
-  auto candidate = LoadModel(req.artifact_path);
-  if (!reference.ok() || !candidate.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the artifact does not load: ", (candidate.ok() ? reference : candidate).status().message()));
-  }
-  CheckOptions options = ValidationOptions(req, out);
-  std::optional<CarriedReference> carried = ReferenceToCarry(req, out, options);
-  options.time_reference = !carried.has_value();
-  auto checked = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
-  if (!checked.ok()) return checked.status();
-  if (!checked->equivalent) return absl::InvalidArgumentError(checked->first_failure);
-  // Time both here, alternated, where the carried timing cannot stand in: the artifact was timed
-  // another way than the original was then, or its timing contradicts the verdict the original's
-  // carried timing came with (two timings of one graph taken apart can differ by 1.3x and more;
-  // a contradiction costs this one more timing, an agreement none).
-  std::string retimed;
-  if (carried) {
-    if (checked->timing_fallback.empty()) CarryReferenceStep(req, *carried, &*checked);
-    retimed = WhyTimeTheOriginalAgain(req, *checked, out.placement.margins);
-  }
-  if (!retimed.empty()) {
-    options.timing_only = true;
-    options.time_reference = true;
-    auto timed = EquivalenceChecker(options).Check(reference->module, candidate->module, out.loaded->inputs);
-    if (!timed.ok()) return timed.status();
-    TakeTimedFigures(*timed, &*checked);
-    carried.reset();
-  }
-  StepTiming timing = checked->timing;
-  Validation v{*std::move(checked), timing};
-  v.reference_retimed = retimed;
-  if (carried) {
-    v.reference_from_version = carried->version;
-    v.reference_from_gate = !carried->version.has_value();
-  }
-  return v;
-}
-
-// KeepOriginal: the artifact becomes the original archive, byte for byte (text IR: the graph as
-// loaded).
+// KeepOriginal: the artifact becomes the original, as its format keeps it (byte for byte).
 absl::Status KeepOriginal(const PipelineRequest& req, const LoadedModel& loaded) {
   if (req.artifact_path.empty()) return absl::OkStatus();
-  if (absl::EndsWith(req.artifact_path, ".ir")) {
-    Model original = loaded.model;
-    original.graph = loaded.original_graph;
-    return SaveModel(original, req.artifact_path);
-  }
-  auto bytes = ReadFile(req.model_path);
-  if (!bytes.ok()) return bytes.status();
-  return WriteFileAtomically(req.artifact_path, *bytes);
+  Model original = loaded.model;
+  original.graph = loaded.original_graph;
+  return loaded.artifact_format->KeepOriginal(original, req.artifact_path);
 }
 
 // ---- the stages in order --------------------------------------------------------------------
 
-// RunStages: load -> place -> select -> rewrite -> count -> save -> validate; the first failure
-// is returned, `out` holds what the stages before it found.
-std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
+int64_t CountRewrites(const OptimizeReport& report) {
+  int64_t n = 0;
+  for (const auto& [name, count] : report.stats.applications) n += count;
+  return n;
+}
+
+// TakeUntimedAblation: the untimed stage's rewrite replaces the one with every rule that fired.
+void TakeUntimedAblation(std::optional<UntimedAblation> kept, Outcome* out) {
+  if (!kept) return;
+  out->loaded->model = kept->model;
+  out->loaded->samples = kept->samples;
+  out->optimization = std::move(kept->report);
+  out->ops_after = kept->ops;
+  out->rewrites = CountRewrites(*out->optimization);
+  out->untimed_dropped = kept->dropped;
+  out->untimed_dropped_launches = kept->first_launches;
+}
+
+// RunValidation: the validate stage; a stalled artifact is decided on (unchanged,
+// gate_executor_stall), a failing one rejected: "validation failure on cuda: <first failure>",
+// or "validation failure: the artifact does not load".
+std::optional<StageError> RunValidation(const PipelineRequest& req, Outcome* out) {
   auto t0 = Clock::now();
-  auto loaded = Load(req);
-  if (!loaded.ok()) return ModelError(PipelineStage::kLoad, "load failure", loaded.status());
-  out->loaded = *std::move(loaded);
-  out->timings_ms["load"] = MsSince(t0);
-  std::shared_ptr<const RuleSet> reused = Reuse(req, out);
-  auto placement = Place(req, *out->loaded);
-  if (!placement.ok()) return ModelError(PipelineStage::kPlace, "load failure", placement.status());
-  out->placement = *placement;
-  if (reused) out->placement.select = false;  // the earlier version's gate decided
-  std::shared_ptr<const RuleSet> rules = reused ? reused : req.rules;
-  if (out->placement.select) {
-    auto ts = Clock::now();
-    auto sel = Select(req, *out->loaded, out->placement);
-    out->timings_ms["select"] = MsSince(ts);
-    if (!sel.ok()) return ModelError(PipelineStage::kSelect, "rule selection failed", sel.status());
-    out->selection = *std::move(sel);
-    rules = out->selection->rules;  // empty when no set pays
-  }
-  auto report = Rewrite(req, *rules, &*out->loaded);
-  if (!report.ok()) return ModelError(PipelineStage::kRewrite, "optimizer error", report.status());
-  out->optimization = *std::move(report);
-  out->timings_ms["optimize"] = out->optimization->optimize_ms;
-  // Where the optimization's time went: "optimize.rules", "optimize.shape_facts", ...
-  for (const auto& [stage, ms] : out->optimization->stage_ms) out->timings_ms["optimize." + stage] = ms;
-  for (const auto& [name, n] : out->optimization->stats.applications) out->rewrites += n;
-  if (out->rewrites == 0) return std::nullopt;
-  auto after = CountRewrittenOps(*out->loaded);
-  if (!after.ok()) return ModelError(PipelineStage::kCount, "validation failure", after.status());
-  out->ops_after = *after;
-  if (UntimedAblationApplies(req, *out)) {
-    auto ta = Clock::now();
-    DropRulesThatAddLaunches(req, rules, out);
-    out->timings_ms["untimed_ablation"] = MsSince(ta);
-  }
-  auto t3 = Clock::now();
-  if (absl::Status saved = Save(req, *out->loaded); !saved.ok()) return OutputError(PipelineStage::kSave, saved);
-  out->timings_ms["save"] = MsSince(t3);
-  if (!req.validate) return std::nullopt;
-  auto t2 = Clock::now();
-  auto validation = Validate(req, *out);
-  out->timings_ms["validate"] = MsSince(t2);
-  if (absl::IsUnavailable(validation.status())) {  // decided on: unchanged (gate_executor_stall)
+  auto validation = Validate(req, *out->loaded, out->placement, out->selection, out->reused_from);
+  out->timings_ms["validate"] = MsSince(t0);
+  if (absl::IsUnavailable(validation.status())) {
     out->executor_stall = std::string(validation.status().message());
     return std::nullopt;
   }
   if (!validation.ok()) {
-    // "validation failure on cuda: <first failure>"; "validation failure: the artifact does not load".
     const bool loads = !absl::IsFailedPrecondition(validation.status());
     return ModelError(PipelineStage::kValidate,
                       loads ? absl::StrCat("validation failure on ", DeviceName(out->placement.device))
@@ -543,6 +306,62 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
   }
   out->validation = *std::move(validation);
   return std::nullopt;
+}
+
+// RunRewriteStages: rewrite -> count -> untimed -> save -> validate with `rules`.
+std::optional<StageError> RunRewriteStages(const PipelineRequest& req, std::shared_ptr<const RuleSet> rules,
+                                           Outcome* out) {
+  auto report = Rewrite(req, *rules, &*out->loaded);
+  if (!report.ok()) return ModelError(PipelineStage::kRewrite, "optimizer error", report.status());
+  out->optimization = *std::move(report);
+  out->timings_ms["optimize"] = out->optimization->optimize_ms;
+  // Where the optimization's time went: "optimize.rules", "optimize.shape_facts", ...
+  for (const auto& [stage, ms] : out->optimization->stage_ms) out->timings_ms["optimize." + stage] = ms;
+  out->rewrites = CountRewrites(*out->optimization);
+  if (out->rewrites == 0) return std::nullopt;
+  auto after = CountRewrittenOps(*out->loaded);
+  if (!after.ok()) return ModelError(PipelineStage::kCount, "count failure", after.status());
+  out->ops_after = *after;
+  if (UntimedAblationApplies(req, *out->loaded, out->placement, out->selection.has_value(), *out->optimization,
+                             out->ops_after)) {
+    auto t0 = Clock::now();
+    TakeUntimedAblation(
+        DropRulesThatAddLaunches(req, rules, *out->loaded, *out->optimization, out->ops_after), out);
+    out->timings_ms["untimed_ablation"] = MsSince(t0);
+  }
+  auto t1 = Clock::now();
+  if (absl::Status saved = Save(req, *out->loaded); !saved.ok()) return OutputError(PipelineStage::kSave, saved);
+  out->timings_ms["save"] = MsSince(t1);
+  if (!req.validate) return std::nullopt;
+  return RunValidation(req, out);
+}
+
+// RunStages: load -> reuse -> place -> gate, then the rewrite stages; the first failure is
+// returned, `out` holds what the stages before it found. The one place the outcome is assembled
+// from the stages' results (with the decision: Finish).
+std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
+  auto t0 = Clock::now();
+  auto loaded = Load(req);
+  if (!loaded.ok()) return ModelError(PipelineStage::kLoad, "load failure", loaded.status());
+  out->loaded = *std::move(loaded);
+  out->timings_ms["load"] = MsSince(t0);
+  Reuse reuse = RunReuse(req, *out->loaded);
+  out->reused_from = reuse.reused_from;
+  out->reuse_note = reuse.note;
+  auto placement = Place(req, *out->loaded);
+  if (!placement.ok()) return ModelError(PipelineStage::kPlace, "placement failure", placement.status());
+  out->placement = *placement;
+  if (reuse.rules) out->placement.gate = false;  // the earlier version's gate decided
+  std::shared_ptr<const RuleSet> rules = reuse.rules ? reuse.rules : req.rules;
+  if (out->placement.gate) {
+    auto t1 = Clock::now();
+    auto gate = Gate(req, *out->loaded, out->placement);
+    out->timings_ms["select"] = MsSince(t1);
+    if (!gate.ok()) return ModelError(PipelineStage::kGate, "rule selection failed", gate.status());
+    out->selection = *std::move(gate);
+    rules = out->selection->rules;  // empty when no set pays
+  }
+  return RunRewriteStages(req, rules, out);
 }
 
 // Finish: the decision; an unchanged artifact is the original; the artifact's hash.
@@ -559,21 +378,6 @@ void Finish(const PipelineRequest& req, Outcome* out) {
   if (!sha.ok()) return Fail(PipelineStage::kDecide, "cannot write the output", sha.status(), /*output=*/true, out);
   out->artifact_sha256 = *sha;
 }
-
-// ReadReferenceStep: the original's judged step from a report's CUDA validation, where it has one.
-void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
-  if (!report.contains("validation")) return;
-  const nlohmann::json& val = report["validation"];
-  const std::string step = d->mode == "inference" ? "forward" : "training_step";
-  if (val.value("device", "") != "cuda" || !val.contains(step + "_ms") || !val.contains(step + "_peak_bytes") ||
-      !val.contains("timing")) {
-    return;
-  }
-  d->reference_step_ms = val[step + "_ms"].value("reference", -1.0);
-  d->reference_step_peak_bytes = val[step + "_peak_bytes"].value("reference", int64_t{-1});
-  d->reference_timing = val["timing"].get<std::string>();
-}
-
 }  // namespace
 
 std::string ArchitectureFingerprint(const torch::jit::Graph& graph) {
@@ -600,29 +404,19 @@ Outcome OptimizeModel(const PipelineRequest& req) {
   return out;
 }
 
-absl::StatusOr<ReusableDecision> ReusableDecisionFromReport(const nlohmann::json& report, int64_t version) {
-  ReusableDecision d;
-  d.version = version;
-  try {
-    d.architecture_fingerprint = report.at("architecture_fingerprint").get<std::string>();
-    d.rules_fingerprint = report.at("rules_fingerprint").get<std::string>();
-    d.param_layout = report.at("param_layout").get<std::string>();
-    d.mode = report.at("mode").get<std::string>();
-    auto status = ParseReportStatus(report.at("status").get<std::string>());
-    if (!status.ok()) return status.status();
-    d.status = *status;
-    d.reason = report.value("reason", "");
-    ReadReferenceStep(report, &d);
-    for (const auto& [name, n] : report.at("rule_counts").items()) d.rules_applied.push_back(name);
-    const nlohmann::json& policy = report.at("memory_policy");
-    VerdictMargins m;
-    m.memory = report.contains("memory_margin") ? report["memory_margin"].get<double>() : kMemoryPolicyDefault;
-    m.max_step_bytes = policy.value("max_step_bytes", int64_t{-1});
-    d.memory_policy = MemoryPolicyKey(m);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("the report of version ", version, " lacks what a reuse needs: ", e.what()));
+absl::string_view PipelineStageName(PipelineStage stage) {
+  switch (stage) {
+    case PipelineStage::kLoad: return "load";
+    case PipelineStage::kReuse: return "reuse";
+    case PipelineStage::kPlace: return "place";
+    case PipelineStage::kGate: return "gate";
+    case PipelineStage::kRewrite: return "rewrite";
+    case PipelineStage::kCount: return "count";
+    case PipelineStage::kUntimed: return "untimed";
+    case PipelineStage::kSave: return "save";
+    case PipelineStage::kValidate: return "validate";
+    case PipelineStage::kDecide: return "decide";
   }
-  return d;
+  return "decide";
 }
-
 }  // namespace sentier

@@ -17,10 +17,12 @@ double MiB(int64_t bytes) { return bytes / 1048576.0; }
 bool JudgesTrainingStep(ValidationMode mode) { return mode != ValidationMode::kInference; }
 const char* StepName(ValidationMode mode) { return JudgesTrainingStep(mode) ? "training step" : "forward"; }
 
-void Settle(ReportStatus status, DecisionClause clause, std::string reason, Outcome* out) {
-  out->status = status;
-  out->clause = clause;
-  out->reason = std::move(reason) + out->memory_hint;
+// Settle: the decision's status, clause and reason (the memory hint appended).
+Decision Settle(ReportStatus status, DecisionClause clause, std::string reason, Decision d) {
+  d.status = status;
+  d.clause = clause;
+  d.reason = std::move(reason) + d.memory_hint;
+  return d;
 }
 
 // GateReason: why the gate kept no rule (`sel.faster` is false).
@@ -28,7 +30,7 @@ std::pair<DecisionClause, std::string> GateReason(const PipelineRequest& req, co
                                                   const CostSelection& sel, absl::string_view device) {
   const std::string figures = absl::StrFormat(
       "best %.3f ms vs %.3f ms original, peak %.1f vs %.1f MiB per %s on %s", sel.optimized_ms,
-      sel.original_ms, MiB(sel.optimized_peak_bytes), MiB(sel.original_peak_bytes), StepName(req.mode), device);
+      sel.original_ms, MiB(sel.optimized_peak_bytes), MiB(sel.original_peak_bytes), StepName(req.options.mode), device);
   if (!sel.executor_stall.empty()) {
     return {DecisionClause::kGateExecutorStall,
             absl::StrCat("The optimized model does not run as users run it: ", sel.executor_stall,
@@ -64,31 +66,33 @@ std::string NoRuleReason(const Outcome& out) {
 
 // JudgeTimed: the never-slower verdict and the memory policy on the validated artifact's timed
 // step.
-void JudgeTimed(const PipelineRequest& req, const std::string& optimized_reason, Outcome* out) {
-  const CheckReport& c = out->validation->check;
-  const VerdictMargins& margins = out->placement.margins;
-  const StepFigures ref = JudgedStep(req.mode, c, /*original=*/true);
-  const StepFigures cand = JudgedStep(req.mode, c, /*original=*/false);
-  out->memory = JudgeMemory(ref, cand, margins);
+Decision JudgeTimed(const PipelineRequest& req, const Outcome& out, const std::string& optimized_reason,
+                    Decision d) {
+  const CheckReport& c = out.validation->check;
+  const VerdictMargins& margins = out.placement.margins;
+  const StepFigures ref = JudgedStep(req.options.mode, c, /*original=*/true);
+  const StepFigures cand = JudgedStep(req.options.mode, c, /*original=*/false);
+  d.memory = JudgeMemory(ref, cand, margins);
   switch (Judge(ref, cand, margins)) {
     case Verdict::kFaster:
-      return Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized_reason, out);
+      return Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized_reason, d);
     case Verdict::kNotFaster:
       return Settle(ReportStatus::kUnchanged, DecisionClause::kTimedNotFaster,
                     absl::StrFormat("The optimized model was not faster on the GPU (%.3f ms vs %.3f ms "
                                     "per %s, %.0f%% needed), so the artifact is the original.",
-                                    cand.ms, ref.ms, StepName(req.mode), margins.speed * 100),
-                    out);
+                                    cand.ms, ref.ms, StepName(req.options.mode), margins.speed * 100),
+                    d);
     case Verdict::kMoreMemory:
       return Settle(ReportStatus::kUnchanged, DecisionClause::kTimedMoreMemory,
                     absl::StrFormat("The optimized model needed more peak GPU memory than the memory "
                                     "policy allows (%.1f MiB vs %.1f MiB per %s at %.3f vs %.3f ms; "
                                     "at most %.1f MiB by its %s clause), so the artifact is the original.",
-                                    MiB(cand.peak_bytes), MiB(ref.peak_bytes), StepName(req.mode), cand.ms,
-                                    ref.ms, MiB(out->memory->allowed_bytes),
-                                    MemoryClauseName(out->memory->clause)),
-                    out);
+                                    MiB(cand.peak_bytes), MiB(ref.peak_bytes), StepName(req.options.mode), cand.ms,
+                                    ref.ms, MiB(d.memory->allowed_bytes),
+                                    MemoryClauseName(d.memory->clause)),
+                    d);
   }
+  return d;
 }
 
 // GateMemory: the memory policy's judgement of the gate's selection (its judged step).
@@ -110,27 +114,26 @@ StepFigures JudgedStep(ValidationMode mode, const CheckReport& c, bool original)
 std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckReport& carried,
                                     const VerdictMargins& margins) {
   if (!carried.timing_fallback.empty()) return "the artifact was timed another way than the original then";
-  const double artifact_ms = JudgedStep(req.mode, carried, false).ms;
-  const double original_ms = JudgedStep(req.mode, carried, true).ms;
+  const double artifact_ms = JudgedStep(req.options.mode, carried, false).ms;
+  const double original_ms = JudgedStep(req.options.mode, carried, true).ms;
   if (FasterThan(artifact_ms, original_ms, margins)) return "";
   return absl::StrFormat("the artifact's %s timed %.3f ms against the carried %.3f ms of the original",
-                         StepName(req.mode), artifact_ms, original_ms);
+                         StepName(req.options.mode), artifact_ms, original_ms);
 }
 
 std::string MemoryHint(const PipelineRequest& req, const Outcome& out) {
-  if (!out.selection || out.selection->memory_margin_for_all_rules < 0) return "";
+  if (!out.selection || out.selection->margin_for_all_rules < 0) return "";
   const CostSelection& sel = *out.selection;
   std::string forward;
-  if (req.mode == ValidationMode::kBoth && sel.all_rules_forward_peak_bytes >= 0) {
+  if (req.options.mode == ValidationMode::kBoth && sel.all_rules_forward_peak_bytes >= 0) {
     forward = absl::StrFormat("; forward peak %.1f vs %.1f MiB", MiB(sel.all_rules_forward_peak_bytes),
                               MiB(sel.original_forward_peak_bytes));
   }
   return absl::StrFormat(
       " With every rule, a step took %.3f ms at a peak of %.1f MiB (original %.3f ms, %.1f MiB%s): "
-      "{\"memory_margin\": %.2f} in the model's sentier.json (sentier_opt: --memory_margin=%.2f) "
-      "would allow it.",
+      "%s would allow it.",
       sel.all_rules_ms, MiB(sel.all_rules_peak_bytes), sel.original_ms, MiB(sel.original_peak_bytes),
-      forward, sel.memory_margin_for_all_rules, sel.memory_margin_for_all_rules);
+      forward, MemoryMarginSetting(sel.margin_for_all_rules));
 }
 
 // ReusedReason: an earlier decision's reason, without its own "Decision reused ..." prefix.
@@ -141,17 +144,30 @@ std::string ReusedReason(const std::string& reason) {
   return colon == std::string::npos ? reason : reason.substr(colon + 2);
 }
 
-void Decide(const PipelineRequest& req, Outcome* out) {
-  DecideFresh(req, out);
-  if (!out->reused_from) return;
-  const std::string prefix = absl::StrCat("Decision reused from version ", *out->reused_from, ": ");
-  if (out->rewrites == 0 && req.reuse->status != ReportStatus::kOptimized) {
-    out->clause = DecisionClause::kReusedUnchanged;
-    out->reason = prefix + ReusedReason(req.reuse->reason);
+Decision MakeDecision(const PipelineRequest& req, const Outcome& out) {
+  Decision d = MakeFreshDecision(req, out);
+  if (!out.reused_from) return d;
+  const std::string prefix = absl::StrCat("Decision reused from version ", *out.reused_from, ": ");
+  if (out.rewrites == 0 && req.reuse->status != ReportStatus::kOptimized) {
+    d.clause = DecisionClause::kReusedUnchanged;
+    d.reason = prefix + ReusedReason(req.reuse->reason);
   } else {
-    out->reason = prefix + out->reason;
+    d.reason = prefix + d.reason;
   }
+  return d;
 }
+
+void ApplyDecision(const Decision& d, Outcome* out) {
+  out->status = d.status;
+  out->clause = d.clause;
+  out->reason = d.reason;
+  out->memory_hint = d.memory_hint;
+  out->memory = d.memory;
+}
+
+void Decide(const PipelineRequest& req, Outcome* out) { ApplyDecision(MakeDecision(req, *out), out); }
+
+void DecideFresh(const PipelineRequest& req, Outcome* out) { ApplyDecision(MakeFreshDecision(req, *out), out); }
 
 // LeftOutUntimed: " Left out: a, b (with every rule that fired the graph made N kernel launches
 // per training step, the original M, this graph K)." where the untimed ablation left rules out.
@@ -164,41 +180,42 @@ std::string LeftOutUntimed(const Outcome& out) {
                       UntimedLaunches(out.ops_after), ").");
 }
 
-void DecideFresh(const PipelineRequest& req, Outcome* out) {
-  out->memory_hint = MemoryHint(req, *out);
-  if (out->selection) out->memory = GateMemory(*out->selection, out->placement.margins);
-  const std::string device(DeviceName(out->placement.device));
-  if (out->rewrites == 0) {
-    if (out->selection && !out->selection->faster && !out->selection->none_fired) {
-      auto [clause, reason] = GateReason(req, out->placement.margins, *out->selection, device);
-      return Settle(ReportStatus::kUnchanged, clause, reason, out);
+Decision MakeFreshDecision(const PipelineRequest& req, const Outcome& out) {
+  Decision d;
+  d.memory_hint = MemoryHint(req, out);
+  if (out.selection) d.memory = GateMemory(*out.selection, out.placement.margins);
+  const std::string device(DeviceName(out.placement.device));
+  if (out.rewrites == 0) {
+    if (out.selection && !out.selection->faster && !out.selection->none_fired) {
+      auto [clause, reason] = GateReason(req, out.placement.margins, *out.selection, device);
+      return Settle(ReportStatus::kUnchanged, clause, reason, d);
     }
-    return Settle(ReportStatus::kUnchanged, DecisionClause::kNoRuleApplied, NoRuleReason(*out), out);
+    return Settle(ReportStatus::kUnchanged, DecisionClause::kNoRuleApplied, NoRuleReason(out), d);
   }
-  if (!out->executor_stall.empty()) {
+  if (!out.executor_stall.empty()) {
     return Settle(ReportStatus::kUnchanged, DecisionClause::kGateExecutorStall,
-                  absl::StrCat("The optimized model does not run as users run it: ", out->executor_stall,
+                  absl::StrCat("The optimized model does not run as users run it: ", out.executor_stall,
                                kKeptOriginal),
-                  out);
+                  d);
   }
   const std::string optimized =
-      out->validation
-          ? absl::StrCat(out->rewrites, " rewrites applied and validated on ", device, " (",
-                         ValidationModeName(req.mode), ").")
-          : absl::StrCat(out->rewrites, " rewrites applied", out->selection ? " (faster when timed)" : "", ".");
-  if (out->validation && out->placement.timed) return JudgeTimed(req, optimized, out);
+      out.validation
+          ? absl::StrCat(out.rewrites, " rewrites applied and validated on ", device, " (",
+                         ValidationModeName(req.options.mode), ").")
+          : absl::StrCat(out.rewrites, " rewrites applied", out.selection ? " (faster when timed)" : "", ".");
+  if (out.validation && out.placement.timed) return JudgeTimed(req, out, optimized, d);
   std::string growth;
-  if (!out->selection && !out->placement.timed && !req.allow_growth &&
-      UntimedGrowth(out->loaded->ops, out->ops_after, &growth)) {
+  if (!out.selection && !out.placement.timed && !req.options.allow_growth &&
+      UntimedGrowth(out.loaded->ops, out.ops_after, &growth)) {
     return Settle(ReportStatus::kUnchanged, DecisionClause::kUntimedGrowth,
                   absl::StrCat("The optimized graph makes ", growth,
                                " and nothing was timed on ", device,
-                               " to show that it is faster (a timed gate would: sentier_opt --cost=measure, "
+                               " to show that it is faster (the gate would: sentier_opt --gate=on, "
                                "sentierd on CUDA; sentier_opt --allow_growth writes it anyway)",
                                kKeptOriginal),
-                  out);
+                  d);
   }
-  Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized + LeftOutUntimed(*out), out);
+  return Settle(ReportStatus::kOptimized, DecisionClause::kOptimized, optimized + LeftOutUntimed(out), d);
 }
 
 void Fail(PipelineStage stage, absl::string_view what, const absl::Status& status, bool output,

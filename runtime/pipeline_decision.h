@@ -2,7 +2,8 @@
 // status an outcome gets, the clause that decided it, and the one wording of every reason.
 // Internal to the pipeline library; its test drives it with outcomes built by hand.
 //
-//   Decide(request, &outcome);   // outcome.status, .clause, .reason
+//   Decision d = MakeDecision(request, outcome);   // status, clause, reason
+//   Decide(request, &outcome);                      // the same, applied to the outcome
 #ifndef SENTIER_RUNTIME_PIPELINE_DECISION_H_
 #define SENTIER_RUNTIME_PIPELINE_DECISION_H_
 
@@ -10,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "runtime/pipeline.h"
+#include "runtime/pipeline_stages.h"
 
 namespace sentier {
 
@@ -19,9 +20,14 @@ namespace sentier {
 // was not faster or needed more memory (runtime/verdict.h), or, with nothing timed, the graph
 // runs more aten ops than the original (unless allow_growth).
 // Where an earlier version's decision was reused (outcome.reused_from), the reason says so first.
-void Decide(const PipelineRequest& request, Outcome* outcome);
+Decision MakeDecision(const PipelineRequest& request, const Outcome& outcome);
+// MakeFreshDecision: MakeDecision without the reuse's wording.
+Decision MakeFreshDecision(const PipelineRequest& request, const Outcome& outcome);
 
-// DecideFresh: Decide without the reuse's wording.
+// ApplyDecision: the decision's fields into the outcome (status, clause, reason, memory).
+void ApplyDecision(const Decision& decision, Outcome* outcome);
+// Decide / DecideFresh: MakeDecision / MakeFreshDecision, applied.
+void Decide(const PipelineRequest& request, Outcome* outcome);
 void DecideFresh(const PipelineRequest& request, Outcome* outcome);
 
 // JudgedStep: the figures that decide in a validation's check, the original's or the artifact's:
@@ -38,7 +44,7 @@ StepFigures JudgedStep(ValidationMode mode, const CheckReport& check, bool origi
 std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckReport& carried,
                                     const VerdictMargins& margins);
 
-// Fail: `stage` stopped the pipeline. A rejection's reason is "<what>: <message>"; with
+// Fail: `stage` stopped the pipeline; applied to the outcome (the failure's one writer). A rejection's reason is "<what>: <message>"; with
 // `output`, the output could not be written (output_failed: a daemon retries the version).
 void Fail(PipelineStage stage, absl::string_view what, const absl::Status& status, bool output,
           Outcome* outcome);

@@ -1,15 +1,81 @@
 // pipeline_report.cc — the report of an outcome (runtime/report_schema.json): the one place
 // where sentier_opt's --report, sentierd's report.json and model_bench's decisions get their
-// fields.
+// fields, and where an earlier version's report is read back for a reused decision.
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/pipeline.h"
 #include "runtime/report.h"
 
 namespace sentier {
 namespace {
+
+// AddOptimization: rule_counts, rewrites, grouped_members, rejected_by_legality, rewrite_errors,
+// stopped_rules, canonicalize, rounds, hit_round_limit, nodes_before/after, shape_facts(_error),
+// timings_ms.optimize.
+void AddOptimization(const OptimizeReport& report, nlohmann::json* j) {
+  const RewriteStats& stats = report.stats;
+  int64_t total = 0;
+  nlohmann::json counts = nlohmann::json::object();
+  for (const auto& [name, n] : stats.applications) {
+    counts[name] = n;
+    total += n;
+  }
+  (*j)["rule_counts"] = counts;
+  (*j)["rewrites"] = total;
+  (*j)["grouped_members"] = nlohmann::json::object();
+  for (const auto& [name, n] : stats.grouped_members) (*j)["grouped_members"][name] = n;
+  (*j)["rejected_by_legality"] = nlohmann::json::object();
+  for (const auto& [name, n] : stats.rejected) (*j)["rejected_by_legality"][name] = n;
+  (*j)["rewrite_errors"] = nlohmann::json::object();
+  for (const auto& [name, n] : stats.errors) {
+    auto first = stats.first_error.find(name);
+    (*j)["rewrite_errors"][name] = {{"count", n},
+                                    {"first", first == stats.first_error.end() ? "" : first->second}};
+  }
+  (*j)["stopped_rules"] = nlohmann::json::object();
+  for (const auto& [name, why] : stats.stopped) (*j)["stopped_rules"][name] = why;
+  (*j)["canonicalize"] = nlohmann::json::object();
+  for (const auto& [name, n] : report.canonicalize) (*j)["canonicalize"][name] = n;
+  (*j)["rounds"] = stats.rounds;
+  (*j)["hit_round_limit"] = stats.hit_round_limit;
+  (*j)["nodes_before"] = report.nodes_before;
+  (*j)["nodes_after"] = report.nodes_after;
+  (*j)["shape_facts"] = report.shape_facts;
+  if (!report.shape_facts_error.empty()) (*j)["shape_facts_error"] = report.shape_facts_error;
+  (*j)["timings_ms"]["optimize"] = report.optimize_ms;
+}
+
+// AddSelection: the gate's measurements under "selection".
+void AddSelection(const CostSelection& selection, Device device, ValidationMode mode,
+                  nlohmann::json* j) {
+  (*j)["selection"] = {{"device", std::string(DeviceName(device))},
+                       {"mode", std::string(ValidationModeName(mode))},
+                       {"param_layout", std::string(ParameterLayoutName(
+                                            selection.stacked_parameters ? ParameterLayout::kStacked
+                                                                         : ParameterLayout::kOriginal))},
+                       {"timing", std::string(StepTimingName(selection.timing))},
+                       {"faster", selection.faster},
+                       {"within_memory", selection.within_memory},
+                       {"nothing_fires_within_memory", selection.nothing_fires_within_memory},
+                       {"confirmed", selection.confirmed},
+                       {"dropped_rules", selection.dropped},
+                       {"original_ms", selection.original_ms},
+                       {"optimized_ms", selection.optimized_ms},
+                       {"original_peak_bytes", selection.original_peak_bytes},
+                       {"optimized_peak_bytes", selection.optimized_peak_bytes},
+                       {"log", selection.log}};
+  if (!selection.timing_fallback.empty()) (*j)["selection"]["timing_fallback"] = selection.timing_fallback;
+  if (selection.margin_for_all_rules >= 0) {
+    (*j)["selection"]["all_rules_ms"] = selection.all_rules_ms;
+    (*j)["selection"]["all_rules_peak_bytes"] = selection.all_rules_peak_bytes;
+    (*j)["selection"]["memory_margin_for_all_rules"] = selection.margin_for_all_rules;
+  }
+}
+
 
 void AddSource(const PipelineRequest& req, const Outcome& out, nlohmann::json* j) {
   (*j)["source"] = req.model_path;
@@ -17,8 +83,8 @@ void AddSource(const PipelineRequest& req, const Outcome& out, nlohmann::json* j
     (*j)["rules_fingerprint"] = req.rules->Fingerprint();
     (*j)["rules_loaded"] = req.rules->size();
   }
-  (*j)["mode"] = std::string(ValidationModeName(req.mode));
-  (*j)["param_layout"] = std::string(ParameterLayoutName(req.param_layout));
+  (*j)["mode"] = std::string(ValidationModeName(req.options.mode));
+  (*j)["param_layout"] = std::string(ParameterLayoutName(req.options.param_layout));
   (*j)["device"] = std::string(DeviceName(out.placement.device));
   if (!out.placement.device_note.empty()) (*j)["device_note"] = out.placement.device_note;
   if (!out.loaded) return;
@@ -71,7 +137,7 @@ void AddOpCounts(const Outcome& out, nlohmann::json* j) {
 
 // Timed figures of the judged step and the CUDA kernel counts, where the check timed them.
 void AddTimedValidation(const PipelineRequest& req, const CheckReport& c, nlohmann::json* val) {
-  const bool training = req.mode != ValidationMode::kInference;
+  const bool training = req.options.mode != ValidationMode::kInference;
   (*val)[training ? "training_step_ms" : "forward_ms"] = {
       {"reference", training ? c.reference_train_ms : c.reference_ms},
       {"candidate", training ? c.candidate_train_ms : c.candidate_ms}};
@@ -85,7 +151,7 @@ void AddTimedValidation(const PipelineRequest& req, const CheckReport& c, nlohma
 }
 
 void AddValidation(const PipelineRequest& req, const Outcome& out, nlohmann::json* j) {
-  const std::string mode(ValidationModeName(req.mode));
+  const std::string mode(ValidationModeName(req.options.mode));
   if (!req.validate || out.status == ReportStatus::kRejected) return;
   if (!out.validation) {
     (*j)["validation"] = {{"mode", mode}, {"result", "skipped: the artifact is the original"}};
@@ -109,12 +175,32 @@ void AddValidation(const PipelineRequest& req, const Outcome& out, nlohmann::jso
   (*j)["validation"] = val;
 }
 
+// ReadReferenceStep: the original's judged step from a report's CUDA validation, where it has one.
+void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
+  if (!report.contains("validation")) return;
+  const nlohmann::json& val = report["validation"];
+  const std::string step = d->mode == "inference" ? "forward" : "training_step";
+  if (val.value("device", "") != "cuda" || !val.contains(step + "_ms") || !val.contains(step + "_peak_bytes") ||
+      !val.contains("timing")) {
+    return;
+  }
+  d->reference_step_ms = val[step + "_ms"].value("reference", -1.0);
+  d->reference_step_peak_bytes = val[step + "_peak_bytes"].value("reference", int64_t{-1});
+  d->reference_timing = val["timing"].get<std::string>();
+}
+
 }  // namespace
+
+// MemoryPolicyKey: the memory policy and its figures, as a reused decision is compared.
+std::string MemoryPolicyKey(const VerdictMargins& m) {
+  return absl::StrCat(MemoryPolicyName(m), ";", MemoryMarginName(m.memory), ";", std::max<int64_t>(m.max_step_bytes, 0));
+}
 
 nlohmann::json BuildReport(const PipelineRequest& req, const Outcome& out, absl::string_view tool) {
   nlohmann::json j = NewReport(tool);
   AddSource(req, out, &j);
-  if (out.selection) AddSelection(*out.selection, out.placement.device, req.mode, &j);
+  j["options"] = EncodeOptions(req.options);
+  if (out.selection) AddSelection(*out.selection, out.placement.device, req.options.mode, &j);
   if (out.optimization) {
     AddOptimization(*out.optimization, &j);
     if (!out.optimization->param_layout.empty()) {
@@ -131,9 +217,35 @@ nlohmann::json BuildReport(const PipelineRequest& req, const Outcome& out, absl:
   j["status"] = std::string(ReportStatusName(out.status));
   j["reason"] = out.reason;
   j["decision"] = std::string(DecisionClauseName(out.clause));
+  if (out.failed_stage) j["failed_stage"] = std::string(PipelineStageName(*out.failed_stage));
   if (!out.artifact_sha256.empty()) j["artifact_sha256"] = out.artifact_sha256;
   for (const auto& [stage, ms] : out.timings_ms) j["timings_ms"][stage] = ms;
   return j;
+}
+
+absl::StatusOr<ReusableDecision> ReusableDecisionFromReport(const nlohmann::json& report, int64_t version) {
+  ReusableDecision d;
+  d.version = version;
+  try {
+    d.architecture_fingerprint = report.at("architecture_fingerprint").get<std::string>();
+    d.rules_fingerprint = report.at("rules_fingerprint").get<std::string>();
+    d.param_layout = report.at("param_layout").get<std::string>();
+    d.mode = report.at("mode").get<std::string>();
+    auto status = ParseReportStatus(report.at("status").get<std::string>());
+    if (!status.ok()) return status.status();
+    d.status = *status;
+    d.reason = report.value("reason", "");
+    ReadReferenceStep(report, &d);
+    for (const auto& [name, n] : report.at("rule_counts").items()) d.rules_applied.push_back(name);
+    const nlohmann::json& policy = report.at("memory_policy");
+    VerdictMargins m;
+    m.memory = report.contains("memory_margin") ? report["memory_margin"].get<double>() : kMemoryPolicyDefault;
+    m.max_step_bytes = policy.value("max_step_bytes", int64_t{-1});
+    d.memory_policy = MemoryPolicyKey(m);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the report of version ", version, " lacks what a reuse needs: ", e.what()));
+  }
+  return d;
 }
 
 }  // namespace sentier

@@ -140,7 +140,7 @@ TEST(PipelineTest, UntimedRewriteLeavesOutTheRuleThatAddsLaunches) {
   nlohmann::json j = BuildReport(req, out, "test");
   EXPECT_EQ(j["untimed_dropped_rules"], nlohmann::json::array({"piece_runs_to_slices"}));
 
-  req.allow_growth = true;  // the owner's choice: every rule, no ablation
+  req.options.allow_growth = true;  // the owner's choice: every rule, no ablation
   out = OptimizeModel(req);
   EXPECT_EQ(out.status, ReportStatus::kOptimized) << out.reason;
   EXPECT_TRUE(out.untimed_dropped.empty());
@@ -212,12 +212,12 @@ TEST(PipelineDecisionTest, UntimedGrowthKeepsTheOriginalUnlessAllowed) {
   EXPECT_EQ(out.status, ReportStatus::kUnchanged);
   EXPECT_EQ(out.clause, DecisionClause::kUntimedGrowth);
   EXPECT_NE(out.reason.find("training step (forward and backward) (110 vs 100)"), std::string::npos) << out.reason;
-  req.allow_growth = true;
+  req.options.allow_growth = true;
   out = Rewritten({10, 100}, {12, 110});
   Decide(req, &out);
   EXPECT_EQ(out.status, ReportStatus::kOptimized);
   out = Rewritten({10, 100}, {12, 90});  // more forward ops, fewer per training step
-  req.allow_growth = false;
+  req.options.allow_growth = false;
   Decide(req, &out);
   EXPECT_EQ(out.status, ReportStatus::kOptimized);
 }
@@ -332,7 +332,7 @@ TEST(PipelineDecisionTest, AnArtifactThatStallsUnderTheExecutorIsNotPublished) {
 
 TEST(PipelineDecisionTest, TimedVerdictOnTheValidatedArtifact) {
   PipelineRequest req;
-  req.mode = ValidationMode::kTraining;
+  req.options.mode = ValidationMode::kTraining;
   auto timed = [](double ref_ms, double cand_ms, int64_t ref_peak, int64_t cand_peak) {
     Outcome out = Rewritten({10, 100}, {8, 80});
     out.placement.device = Device::kCuda;
@@ -368,7 +368,7 @@ TEST(PipelineDecisionTest, TimedVerdictOnTheValidatedArtifact) {
 // timed again (the reason says which).
 TEST(PipelineDecisionTest, AContradictedCarriedTimingIsTimedAgain) {
   PipelineRequest req;
-  req.mode = ValidationMode::kBoth;
+  req.options.mode = ValidationMode::kBoth;
   VerdictMargins margins;
   CheckReport c;
   c.reference_train_ms = 1.461;  // the gate's last timing of the original
@@ -381,7 +381,7 @@ TEST(PipelineDecisionTest, AContradictedCarriedTimingIsTimedAgain) {
             "the artifact's training step timed 2.249 ms against the carried 1.461 ms of the original");
   c.candidate_train_ms = 1.440;  // faster, but by less than the speed margin (2%)
   EXPECT_NE(WhyTimeTheOriginalAgain(req, c, margins), "");
-  req.mode = ValidationMode::kInference;
+  req.options.mode = ValidationMode::kInference;
   EXPECT_NE(WhyTimeTheOriginalAgain(req, c, margins).find("forward timed 0.900 ms"), std::string::npos);
   c.candidate_ms = 0.200;
   EXPECT_EQ(WhyTimeTheOriginalAgain(req, c, margins), "");
@@ -461,7 +461,7 @@ TEST(PipelineTest, AReusedDecisionCarriesTheOriginalsTimedStepFromACudaValidatio
 
 TEST(PipelineDecisionTest, FailNamesWhatFailed) {
   Outcome out;
-  Fail(PipelineStage::kSelect, "rule selection failed", absl::InternalError("boom"), false, &out);
+  Fail(PipelineStage::kGate, "rule selection failed", absl::InternalError("boom"), false, &out);
   EXPECT_EQ(out.status, ReportStatus::kRejected);
   EXPECT_EQ(out.reason, "rule selection failed: boom");
   EXPECT_EQ(DecisionClauseName(out.clause), "failed");

@@ -148,7 +148,7 @@ inline int64_t ExcessPeakBytes(int64_t original_peak, int64_t candidate_peak, co
 
 // MemoryMarginNeeded: the smallest memory margin, in hundredths, under which `candidate_peak` is
 // within bounds of `original_peak` by the fraction alone (what a user would write as
-// `memory_margin`); 0 when it is not above the original; -1 when a figure is unknown.
+// the memory margin); 0 when it is not above the original; -1 when a figure is unknown.
 inline double MemoryMarginNeeded(int64_t original_peak, int64_t candidate_peak) {
   if (original_peak <= 0 || candidate_peak < 0) return -1.0;
   if (candidate_peak <= original_peak) return 0.0;

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/progress_deadline.h"
+#include "runtime/model_format.h"
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
 #include "runtime/torch_settings.h"
@@ -122,16 +123,23 @@ struct CheckInputs {
   std::vector<c10::IValue> samples;
 };
 
+// LoadThrough: a model the flags name, through its format (runtime/model_format.h).
+absl::StatusOr<sentier::Model> LoadThrough(const std::string& path) {
+  auto format = sentier::FormatFor(path);
+  if (!format.ok()) return format.status();
+  return (*format)->Load(path);
+}
+
 // Load: the models and inputs the flags name (the error's message is printed as it is).
 absl::StatusOr<CheckInputs> LoadInputs() {
-  auto ref = sentier::LoadModel(FLAGS_reference);
+  auto ref = LoadThrough(FLAGS_reference);
   if (!ref.ok()) return ref.status();
-  auto cand = sentier::LoadModel(FLAGS_candidate);
+  auto cand = LoadThrough(FLAGS_candidate);
   if (!cand.ok()) return cand.status();
   if (!ref->is_module || !cand->is_module) {
     return absl::InvalidArgumentError("both models must be TorchScript archives (.pt)");
   }
-  auto samples = sentier::LoadSampleInputsFor(FLAGS_inputs, ref->module);
+  auto samples = (*sentier::FormatFor(FLAGS_reference))->SampleInputs(*ref, FLAGS_inputs);
   if (!samples.ok()) return samples.status();
   return CheckInputs{std::move(*ref), std::move(*cand), std::move(*samples)};
 }

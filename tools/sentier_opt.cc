@@ -4,12 +4,12 @@
 //               [--enable=RE2] [--disable=RE2] [--inputs=inputs.pt] [--report=report.json]
 //               [--print_ir_before] [--print_ir_after[=PASS,...|all|final]] [--dot_before=F]
 //               [--dot_after=F] [--max_rounds=N] [--list_rules] [--list_functions]
-//               [--list_passes] [--allow_growth] [--cost=none|measure ...]
+//               [--list_passes] [--gate=on ...] and the pipeline options (tools/option_flags.h)
 //
 // The report (--report) follows runtime/report_schema.json, the schema sentierd's report.json
-// uses too. Without --cost=measure a rewritten graph that makes more kernel launches per training
-// step (runtime/graph_runner.h's OpTally; forward and backward; per forward with --mode=inference)
-// than the original is not written (the
+// uses too. Without the gate (--gate=on; its old name --cost=measure is an alias) a rewritten
+// graph that makes more kernel launches per training step (runtime/graph_runner.h's OpTally;
+// forward and backward; per forward with --mode=inference) than the original is not written (the
 // output is the original, status "unchanged") unless --allow_growth: nothing was timed to show
 // that it pays.
 //
@@ -39,6 +39,7 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "tools/flags.h"
+#include "tools/option_flags.h"
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
 #include "runtime/pipeline.h"
@@ -64,49 +65,10 @@ DEFINE_string(print_ir_after, "",
               "result; also what the bare --print_ir_after means)");
 DEFINE_bool(list_passes, false, "print the canonicalization passes in pipeline order and exit");
 DEFINE_string(debug, "", "engine debug output on stderr: 'groups' (every group-rule candidate and its key)");
-DEFINE_string(param_layout, "original",
-              "original: parameters stay as the model has them (a drop-in by name); stacked: the "
-              "parameters the batching rules stack are stored stacked (faster training steps; "
-              "original_state_dict()/load_original_state_dict() keep checkpoints interchangeable; "
-              "optimizers whose update depends on each tensor's norm, such as LARS or LAMB, "
-              "differ)");
-DEFINE_bool(allow_growth, false,
-            "write the rewritten model even when it makes more kernel launches per training step "
-            "(per forward with --mode=inference) than the original and nothing was timed (by "
-            "default the original is kept then)");
 DEFINE_string(dot_before, "", "write a Graphviz file of the graph before optimization");
 DEFINE_string(dot_after, "", "write a Graphviz file of the graph after optimization");
-DEFINE_int32(max_rounds, 16, "bound on rounds of rule application");
 DEFINE_bool(list_rules, false, "print the loaded rules (name<TAB>family<TAB>file:line) and exit");
 DEFINE_bool(list_functions, false, "print the rule language's functions and builtins and exit");
-DEFINE_string(cost, "none",
-              "none: apply every rule that matches; measure: time the result on --device and keep "
-              "only rewrites that make it faster without raising the step's peak memory by more "
-              "than --memory_margin (needs --inputs); when nothing pays, the output is the "
-              "original model");
-DEFINE_string(memory_margin, "auto",
-              "with --cost=measure, the memory policy: auto (a step's time x peak memory may not "
-              "grow, and its peak stays within --max_memory_share of the device's memory), a "
-              "number (the peak may grow by this fraction of the original's), or negative (peak "
-              "memory not weighed)");
-DEFINE_double(max_memory_share, 0.5,
-              "with --memory_margin=auto: the share of the device's memory a step's peak may reach");
-DEFINE_double(max_step_memory_mib, 0,
-              "with --cost=measure: an absolute budget for a step's peak memory, in MiB (replaces "
-              "--memory_margin and --max_memory_share; 0: none)");
-DEFINE_string(device, "auto", "with --cost=measure: auto (CUDA when available), cpu or cuda");
-DEFINE_string(timing, "auto",
-              "with --cost=measure: how the timed steps run: interpreter (the graph executor's "
-              "optimizations off), executor (on, as users run artifacts: on CUDA its fuser merges "
-              "pointwise chains; needs LibTorch 2.x; a step that makes no progress for 60 s is "
-              "given up on and the interpreter times instead) or auto (executor on LibTorch 2.x, "
-              "else interpreter)");
-DEFINE_double(executor_stall_s, 60.0,
-              "with executor timing: a timed step that has not finished after this many seconds is "
-              "given up on, and both models are timed in the interpreter instead");
-DEFINE_string(mode, "training",
-              "training or inference: the step --cost=measure times, and whose aten ops decide "
-              "without it whether a larger graph is written");
 
 namespace {
 
@@ -212,72 +174,28 @@ absl::Status PrintInput() {
   return sentier::WriteFileAtomically(FLAGS_dot_before, sentier::GraphToDot(*copy));
 }
 
-// GateDevice: --device for --cost=measure (auto: CUDA where there is one).
-absl::StatusOr<sentier::Device> GateDevice() {
-  const bool cuda = torch::cuda::is_available();
-  absl::StatusOr<sentier::DeviceRequest> device = sentier::ParseDeviceRequest(FLAGS_device);
-  if (!device.ok()) return absl::InvalidArgumentError("--device must be auto, cpu or cuda");
-  if (*device == sentier::DeviceRequest::kCuda && !cuda) {
-    return absl::InvalidArgumentError("--device=cuda but no CUDA device is available");
-  }
-  const bool use_cuda = *device == sentier::DeviceRequest::kCuda || (*device == sentier::DeviceRequest::kAuto && cuda);
-  return use_cuda ? sentier::Device::kCuda : sentier::Device::kCpu;
-}
-
-// CostFlags: --cost, --device, --memory_margin, --timing and --executor_stall_s into the request.
-absl::Status CostFlags(sentier::PipelineRequest* req) {
-  absl::StatusOr<sentier::StepTiming> timing = sentier::StepTimingFromFlag(FLAGS_timing);
-  if (!timing.ok()) return timing.status();
-  if (!(FLAGS_executor_stall_s >= 0)) return absl::InvalidArgumentError("--executor_stall_s must be >= 0");
-  if (FLAGS_cost == "none") return absl::OkStatus();
-  if (FLAGS_cost != "measure") {
-    return absl::InvalidArgumentError(absl::StrCat("--cost must be none or measure, not '", FLAGS_cost, "'"));
-  }
-  if (FLAGS_inputs.empty() || !absl::EndsWith(FLAGS_input, ".pt")) {
-    return absl::InvalidArgumentError("--cost=measure needs a .pt model and --inputs");
-  }
-  auto device = GateDevice();
-  if (!device.ok()) return device.status();
-  auto margin = sentier::ParseMemoryMargin(FLAGS_memory_margin);
-  if (!margin.ok()) return absl::InvalidArgumentError(absl::StrCat("--memory_margin: ", margin.status().message()));
-  if (!(FLAGS_max_memory_share > 0 && FLAGS_max_memory_share <= 1) || !(FLAGS_max_step_memory_mib >= 0)) {
-    return absl::InvalidArgumentError("--max_memory_share must be in (0, 1] and --max_step_memory_mib >= 0");
-  }
-  req->select = true;
-  req->device = *device;
-  req->margins.memory = *margin;
-  req->margins.max_step_bytes = static_cast<int64_t>(FLAGS_max_step_memory_mib * 1048576.0);
-  req->device_share = FLAGS_max_memory_share;
-  req->timing = *timing;
-  req->executor_stall_s = FLAGS_executor_stall_s;
-  return absl::OkStatus();
-}
-
-// BuildRequest: the flags as a pipeline request.
+// BuildRequest: the flags as a pipeline request; the gate needs a .pt model and its inputs.
 absl::StatusOr<sentier::PipelineRequest> BuildRequest(std::shared_ptr<const sentier::RuleSet> rules) {
+  auto flags = sentier::PipelineOptionsFromFlags(sentier::Tool::kSentierOpt, torch::cuda::is_available());
+  if (!flags.ok()) return flags.status();
+  for (const std::string& notice : flags->notices) std::cerr << "sentier_opt: note: " << notice << "\n";
   sentier::PipelineRequest req;
   req.model_path = FLAGS_input;
   req.inputs_path = FLAGS_inputs;
   req.inputs_must_run = false;  // optimized without shape facts, with a warning
   req.rules = std::move(rules);
   req.artifact_path = FLAGS_output;
-  req.max_rounds = FLAGS_max_rounds;
-  req.allow_growth = FLAGS_allow_growth;
-  absl::StatusOr<sentier::ParameterLayout> layout = sentier::ParseParameterLayout(FLAGS_param_layout);
-  if (!layout.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--param_layout must be original or stacked, not '", FLAGS_param_layout, "'"));
-  }
-  if (*layout == sentier::ParameterLayout::kStacked && !absl::EndsWith(FLAGS_input, ".pt")) {
+  req.options = flags->options;
+  const bool pt = absl::EndsWith(FLAGS_input, ".pt");
+  if (req.options.param_layout == sentier::ParameterLayout::kStacked && !pt) {
     return absl::InvalidArgumentError("--param_layout=stacked needs a .pt model");
   }
-  req.param_layout = *layout;
-  absl::StatusOr<sentier::ValidationMode> mode = sentier::ParseValidationMode(FLAGS_mode);
-  if (!mode.ok() || *mode == sentier::ValidationMode::kBoth) {
-    return absl::InvalidArgumentError(absl::StrCat("--mode must be training or inference, not '", FLAGS_mode, "'"));
+  // The gate runs only when asked; without it nothing runs on the device.
+  if (req.options.gate == sentier::Gate::kAuto) req.options.gate = sentier::Gate::kOff;
+  if (req.options.gate == sentier::Gate::kOff) req.options.device = sentier::Device::kCpu;
+  if (req.options.gate == sentier::Gate::kOn && (FLAGS_inputs.empty() || !pt)) {
+    return absl::InvalidArgumentError("--gate=on (--cost=measure) needs a .pt model and --inputs");
   }
-  req.mode = *mode;
-  if (absl::Status st = CostFlags(&req); !st.ok()) return st;
   return req;
 }
 
@@ -290,8 +208,8 @@ int FailureExit(const sentier::Outcome& out) {
     case sentier::PipelineStage::kLoad:
     case sentier::PipelineStage::kPlace:
       return Fail(kBadInput, std::string(error.message()));
-    case sentier::PipelineStage::kSelect:
-      return Fail(kInternal, absl::StrCat("--cost=measure: ", error.message()));
+    case sentier::PipelineStage::kGate:
+      return Fail(kInternal, absl::StrCat("--gate: ", error.message()));
     default:
       return Fail(kInternal, out.reason);
   }

@@ -5,10 +5,10 @@
 //            [--once] [--workers=1] [--device=auto|cpu|cuda] [--mode=inference|training|both]
 //            [--job_timeout_s=600] [--metrics_port=0] [--metrics_address=127.0.0.1]
 //            [--shard=i/n|auto] [--shard_count=N] [--max_model_bytes=N]
-//            [--shutdown_grace_s=30] [--select_rules=auto|on|off] [--memory_margin=auto]
-//            [--max_memory_share=0.5]
-//            [--param_layout=original|stacked] [--timing=auto|interpreter|executor]
-//            [--executor_stall_s=60] [--job_command=PROGRAM]
+//            [--shutdown_grace_s=30] [--job_command=PROGRAM]
+//            and the pipeline options every job runs with, the same flags as sentier_opt's
+//            (tools/option_flags.h, docs/options.md): --gate=auto|on|off (its old name
+//            --select_rules is an alias), --param_layout, --timing, the memory policy, ...
 //
 // Timing (the gate's and the validation's): auto, the default, times steps with the graph
 // executor's optimizations on where LibTorch is 2.x (as users run artifacts: on CUDA its fuser
@@ -19,10 +19,9 @@
 //
 // Registry (read-only): REG/<model>/<version>/{model.pt,inputs.pt}; see
 // runtime/daemon/registry_watcher.h for names, settling and refusals. An optional
-// REG/<model>/sentier.json sets per-model options over the flags: {"param_layout": "stacked",
-// "memory_margin": 0.5, "max_step_memory_mib": 2048, "mode": "training", "timing": "executor"}
-// (runtime/daemon/model_config.h); any other key or value rejects the model's versions with the
-// reason.
+// REG/<model>/sentier.json sets per-model options over the flags, e.g. {"param_layout":
+// "stacked", "mode": "training"} (runtime/pipeline/options.h, ApplyModelConfigJson); any other
+// key or value rejects the model's versions with the reason.
 // Output: OUT/<model>/<version>/{model.pt,report.json} (no model.pt when rejected),
 // OUT/.sentierd/state.json (progress), OUT/.sentierd/rules-<fp>/ (snapshots of the good rule
 // sets the jobs load), OUT/LOCK (flock; one daemon per OUT), OUT/.tmp-* (staging; removed at
@@ -38,11 +37,9 @@
 //   1  internal error
 //   2  bad flags: unknown flag, missing --registry/--output, bad --shard/--shard_count (with
 //      --shard=auto: no index from SENTIER_SHARD_INDEX or the host name's -<ordinal>, no count
-//      from --shard_count or SENTIER_SHARD_COUNT, or the index not below the count), bad
-//      --mode/--device/--select_rules/--param_layout/--timing/--executor_stall_s/--workers/
-//      --poll_interval_ms/
-//      --memory_margin/--max_memory_share,
-//      --device=cuda on a build without CUDA, or
+//      from --shard_count or SENTIER_SHARD_COUNT, or the index not below the count), a bad
+//      pipeline option (--mode, --gate, --device, the memory policy, ...: "--<flag> must be
+//      ..."), bad --workers/--poll_interval_ms, --device=cuda on a build without CUDA, or
 //      the rule set fails to load at start-up (there is no previous good rule set)
 //   3  OUT is locked by another sentierd ("output '<OUT>' is locked by another sentierd"; with
 //      --shard: "... another sentierd with --shard=i/n" for a second replica of one shard,
@@ -77,7 +74,8 @@
 //   [m/v] claimed by another replica; left to it            (--shard; once per version)
 //   [m/v] already published by another replica; adopted its report   (--shard)
 // Job reasons (report.json "reason"; "decision" names the clause, runtime/pipeline.h): "load
-// failure: …" (names the file), "validation failure on cpu|cuda: …", "optimizer error: …",
+// failure: …" (names the file), "placement failure: …", "count failure: the optimized graph does
+// not run: …", "validation failure on cpu|cuda: …", "optimizer error: …",
 // "crash: …", "job process crashed …", "timed out after N s", "rule selection failed: …",
 // "refused: …", "bad sentier.json: …"; unchanged (original published): "The rules found nothing
 // to rewrite: no rule applied …", "No set of rules made the model faster on cuda[ within the
@@ -90,9 +88,8 @@
 //   sentierd: <model>: v1 optimized, v2 unchanged, …; latest v2 (architecture changed)
 //
 // Hidden flags (job child): --job --job_model --job_version --job_source --job_stage
-// --job_rules --job_device --job_reuse_report --job_reuse_version (and --mode,
-// --select_rules=on|off, --memory_margin, --max_memory_share, --param_layout, --timing,
-// --executor_stall_s). --job_command=PROGRAM runs each job as PROGRAM with those flags instead of
+// --job_rules --job_options (the pipeline options as one JSON value: EncodeOptions)
+// --job_reuse_report --job_reuse_version. --job_command=PROGRAM runs each job as PROGRAM with those flags instead of
 // this binary (a wrapper that sets limits, or injects faults in tests, then execs sentierd; see
 // ExecJobLauncher in runtime/daemon/daemon_manager.h).
 //

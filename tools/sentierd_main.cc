@@ -22,6 +22,7 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <nlohmann/json.hpp>
 #ifndef SENTIER_NO_HTTPLIB
 #include <httplib.h>
 #endif
@@ -31,13 +32,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/daemon/daemon_manager.h"
-#include "runtime/equivalence_checker.h"
 #include "runtime/daemon/optimize_job.h"
 #include "runtime/daemon/registry_watcher.h"
 #include "runtime/daemon/shard_spec.h"
 #include "runtime/options_enums.h"
+#include "runtime/pipeline/options.h"
 #include "runtime/progress_deadline.h"
 #include "tools/flags.h"
+#include "tools/option_flags.h"
 
 DEFINE_string(registry, "", "model registry root: REG/<model>/<version>/{model.pt,inputs.pt}");
 DEFINE_string(output, "", "output root (owned by this daemon)");
@@ -45,33 +47,6 @@ DEFINE_string(rules, "", "comma-separated rule files or directories (default: sh
 DEFINE_int32(poll_interval_ms, 2000, "registry poll interval");
 DEFINE_bool(once, false, "process everything pending, print a per-model summary, exit");
 DEFINE_int32(workers, 1, "job processes run at the same time");
-DEFINE_string(device, "auto", "auto|cpu|cuda");
-DEFINE_string(timing, "auto",
-              "how the gate and the final timing run steps: interpreter (the graph executor's "
-              "optimizations off), executor (on, as users run artifacts: on CUDA its fuser "
-              "merges pointwise chains; needs LibTorch 2.x; a step that makes no progress for 60 s "
-              "is given up on and the interpreter times instead) or auto (executor on LibTorch "
-              "2.x, else interpreter); REG/<model>/sentier.json's timing overrides it");
-DEFINE_double(executor_stall_s, 60.0,
-              "with executor timing: a timed step that has not finished after this many seconds "
-              "is given up on, and the job times in the interpreter instead (report.json: "
-              "selection.timing_fallback)");
-DEFINE_string(mode, "both",
-              "validation mode: inference|training|both; REG/<model>/sentier.json's mode "
-              "overrides it");
-DEFINE_string(select_rules, "auto",
-              "auto|on|off: before optimizing, keep only the rules that make a step faster on the "
-              "device within --memory_margin (timed ablation); auto = on with cuda");
-DEFINE_string(param_layout, "original",
-              "original|stacked: how published artifacts store the parameters the batching rules "
-              "stack (see sentier_opt --param_layout); REG/<model>/sentier.json overrides it");
-DEFINE_string(memory_margin, "auto",
-              "the memory policy on cuda: auto (a step's time x peak memory may not grow, and its "
-              "peak stays within --max_memory_share of the device's memory), a number (the peak "
-              "may grow by this fraction of the original's) or negative (not weighed); "
-              "REG/<model>/sentier.json's memory_margin or max_step_memory_mib overrides it");
-DEFINE_double(max_memory_share, 0.5,
-              "with --memory_margin=auto: the share of the device's memory a step's peak may reach");
 DEFINE_int32(job_timeout_s, 600, "a job running longer is killed and rejected");
 DEFINE_int32(metrics_port, 0, "serve /metrics, /healthz and /readyz on this port (0: off)");
 DEFINE_string(metrics_address, "127.0.0.1",
@@ -96,7 +71,7 @@ DEFINE_int64(job_version, 0, "(internal)");
 DEFINE_string(job_source, "", "(internal)");
 DEFINE_string(job_stage, "", "(internal)");
 DEFINE_string(job_rules, "", "(internal)");
-DEFINE_string(job_device, "cpu", "(internal)");
+DEFINE_string(job_options, "{}", "(internal) the pipeline options, as EncodeOptions writes them");
 DEFINE_string(job_reuse_report, "", "(internal)");
 DEFINE_int64(job_reuse_version, 0, "(internal)");
 
@@ -135,13 +110,6 @@ void OnSignal(int sig) {
   errno = saved;
 }
 
-// ResolvedDevice: where jobs validate and time: --device, with auto = cuda when available.
-Device ResolvedDevice(DeviceRequest request) {
-  if (request == DeviceRequest::kCuda) return Device::kCuda;
-  if (request == DeviceRequest::kAuto && CudaAvailable()) return Device::kCuda;
-  return Device::kCpu;
-}
-
 // OptionsFromFlags: checks the flags and builds the manager's options; exit code 2 on a bad flag.
 int OptionsFromFlags(ManagerOptions* o) {
   absl::StatusOr<ShardSpec> shard =
@@ -149,39 +117,13 @@ int OptionsFromFlags(ManagerOptions* o) {
   if (!shard.ok()) return Fail(kBadFlags, std::string(shard.status().message()));
   if (FLAGS_registry.empty()) return Fail(kBadFlags, "--registry is required (see --help)");
   if (FLAGS_output.empty()) return Fail(kBadFlags, "--output is required (see --help)");
-  absl::StatusOr<ValidationMode> mode = ParseValidationMode(FLAGS_mode);
-  if (!mode.ok()) {
-    return Fail(kBadFlags, absl::StrCat("--mode='", FLAGS_mode,
-                                        "' must be inference, training or both"));
-  }
-  absl::StatusOr<ParameterLayout> param_layout = ParseParameterLayout(FLAGS_param_layout);
-  if (!param_layout.ok()) {
-    return Fail(kBadFlags, absl::StrCat("--param_layout='", FLAGS_param_layout, "' must be original or stacked"));
-  }
-  absl::StatusOr<RuleSelection> select_rules = ParseRuleSelection(FLAGS_select_rules);
-  if (!select_rules.ok()) {
-    return Fail(kBadFlags, absl::StrCat("--select_rules='", FLAGS_select_rules, "' must be auto, on or off"));
-  }
-  absl::StatusOr<StepTiming> timing = StepTimingFromFlag(FLAGS_timing);
-  if (!timing.ok()) return Fail(kBadFlags, std::string(timing.status().message()));
-  absl::StatusOr<DeviceRequest> device = ParseDeviceRequest(FLAGS_device);
-  if (!device.ok()) {
-    return Fail(kBadFlags, absl::StrCat("--device='", FLAGS_device, "' must be auto, cpu or cuda"));
-  }
-  if (*device == DeviceRequest::kCuda && !CudaAvailable()) {
-    return Fail(kBadFlags,
-                "--device=cuda: this build of LibTorch has no CUDA support (or no GPU is "
-                "visible); use --device=cpu or auto");
-  }
+  absl::StatusOr<FlagOptions> pipeline = PipelineOptionsFromFlags(Tool::kSentierd, CudaAvailable());
+  if (!pipeline.ok()) return Fail(kBadFlags, std::string(pipeline.status().message()));
+  for (const std::string& notice : pipeline->notices) LOG(WARNING) << notice;
+  static_cast<PipelineOptions&>(*o) = pipeline->options;
   if (FLAGS_workers < 1) return Fail(kBadFlags, "--workers must be at least 1");
   if (FLAGS_poll_interval_ms < 1) return Fail(kBadFlags, "--poll_interval_ms must be positive");
   if (FLAGS_job_timeout_s < 1) return Fail(kBadFlags, "--job_timeout_s must be positive");
-  if (!(FLAGS_executor_stall_s >= 0)) return Fail(kBadFlags, "--executor_stall_s must be >= 0");
-  absl::StatusOr<double> memory_margin = ParseMemoryMargin(FLAGS_memory_margin);
-  if (!memory_margin.ok()) return Fail(kBadFlags, absl::StrCat("--memory_margin: ", memory_margin.status().message()));
-  if (!(FLAGS_max_memory_share > 0 && FLAGS_max_memory_share <= 1)) {
-    return Fail(kBadFlags, "--max_memory_share must be in (0, 1]");
-  }
   if (FLAGS_max_model_bytes < 0) return Fail(kBadFlags, "--max_model_bytes must be >= 0");
   if (FLAGS_metrics_port < 0 || FLAGS_metrics_port > 65535) {
     return Fail(kBadFlags, "--metrics_port must be in 0..65535");
@@ -202,15 +144,6 @@ int OptionsFromFlags(ManagerOptions* o) {
   o->shard_index = shard->index;
   o->shard_count = shard->count;
   o->replica = !FLAGS_shard.empty();
-  o->mode = *mode;
-  o->job_device = ResolvedDevice(*device);
-  o->memory_margin = *memory_margin;
-  o->max_memory_share = FLAGS_max_memory_share;
-  o->select_rules = *select_rules == RuleSelection::kAuto ? o->job_device == Device::kCuda
-                                                          : *select_rules == RuleSelection::kOn;
-  o->param_layout = *param_layout;
-  o->timing = *timing;
-  o->executor_stall_s = FLAGS_executor_stall_s;
   o->job_command = FLAGS_job_command;
   return kOk;
 }
@@ -354,28 +287,17 @@ int SentierdMain(int argc, char** argv, const OptionsHook& customize) {
   google::InitGoogleLogging("sentierd");
   if (FLAGS_job) {
     // The daemon (ExecJobLauncher) spells these; a bad one is a bad flag all the same.
-    absl::StatusOr<Device> device = ParseDevice(FLAGS_job_device);
-    absl::StatusOr<ValidationMode> mode = ParseValidationMode(FLAGS_mode);
-    absl::StatusOr<ParameterLayout> param_layout = ParseParameterLayout(FLAGS_param_layout);
-    absl::StatusOr<StepTiming> timing = ParseStepTiming(FLAGS_timing);
-    for (const absl::Status& st : {device.status(), mode.status(), param_layout.status(), timing.status()}) {
-      if (!st.ok()) return Fail(kBadFlags, std::string(st.message()));
-    }
+    nlohmann::json encoded = nlohmann::json::parse(FLAGS_job_options, nullptr, /*allow_exceptions=*/false);
+    absl::StatusOr<PipelineOptions> options =
+        encoded.is_discarded() ? absl::InvalidArgumentError("--job_options is not valid JSON") : DecodeOptions(encoded);
+    if (!options.ok()) return Fail(kBadFlags, absl::StrCat("--job_options: ", options.status().message()));
     JobSpec spec;
+    static_cast<PipelineOptions&>(spec) = *options;
     spec.model = FLAGS_job_model;
     spec.version = FLAGS_job_version;
     spec.source_dir = FLAGS_job_source;
     spec.stage_dir = FLAGS_job_stage;
     spec.rules_dir = FLAGS_job_rules;
-    spec.device = *device;
-    spec.memory_margin = *ParseMemoryMargin(FLAGS_memory_margin);  // checked with the other flags
-    spec.max_memory_share = FLAGS_max_memory_share;
-    spec.select_rules = ParseRuleSelection(FLAGS_select_rules).value_or(RuleSelection::kOff) ==
-                        RuleSelection::kOn;
-    spec.param_layout = *param_layout;
-    spec.mode = *mode;
-    spec.timing = *timing;
-    spec.executor_stall_s = FLAGS_executor_stall_s;
     spec.reuse_report = FLAGS_job_reuse_report;
     spec.reuse_version = FLAGS_job_reuse_version;
     // A timing thread left behind (runtime/progress_deadline.h) ends the job through _exit.

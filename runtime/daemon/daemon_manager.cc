@@ -63,15 +63,7 @@ pid_t ExecJobLauncher::Launch(const JobSpec& spec) {
       "sentierd", "--job", absl::StrCat("--job_model=", spec.model),
       absl::StrCat("--job_version=", spec.version), absl::StrCat("--job_source=", spec.source_dir),
       absl::StrCat("--job_stage=", spec.stage_dir), absl::StrCat("--job_rules=", spec.rules_dir),
-      absl::StrCat("--mode=", ValidationModeName(spec.mode)),
-      absl::StrCat("--job_device=", DeviceName(spec.device)),
-      absl::StrCat("--memory_margin=", MemoryMarginName(spec.memory_margin)),
-      absl::StrCat("--max_memory_share=", spec.max_memory_share),
-      absl::StrCat("--select_rules=",
-                   RuleSelectionName(spec.select_rules ? RuleSelection::kOn : RuleSelection::kOff)),
-      absl::StrCat("--param_layout=", ParameterLayoutName(spec.param_layout)),
-      absl::StrCat("--timing=", StepTimingName(spec.timing)),
-      absl::StrCat("--executor_stall_s=", spec.executor_stall_s),
+      absl::StrCat("--job_options=", EncodeOptions(spec).dump()),
       absl::StrCat("--job_reuse_report=", spec.reuse_report),
       absl::StrCat("--job_reuse_version=", spec.reuse_version)};
   const std::string program = program_.empty() ? "/proc/self/exe" : program_;
@@ -367,14 +359,7 @@ JobSpec DaemonManager::MakeJobSpec(const VersionInfo& v, const std::string& stag
   spec.source_dir = v.dir;
   spec.stage_dir = stage;
   spec.rules_dir = rules_->dir();
-  spec.mode = options_.mode;
-  spec.device = options_.job_device;
-  spec.memory_margin = options_.memory_margin;
-  spec.max_memory_share = options_.max_memory_share;
-  spec.select_rules = options_.select_rules;
-  spec.param_layout = options_.param_layout;
-  spec.timing = options_.timing;
-  spec.executor_stall_s = options_.executor_stall_s;
+  static_cast<PipelineOptions&>(spec) = options_;
   // The decision of the latest earlier version decided under these rules, for the job to reuse
   // where the architecture and options are the same (runtime/pipeline.h, ReusableDecision).
   const int64_t previous = state_.PreviousDecided(v.model, v.version, rules_->fingerprint());

@@ -86,7 +86,9 @@ class ExecJobLauncher : public JobLauncher {
   std::string program_;
 };
 
-struct ManagerOptions {
+// ManagerOptions: the daemon's own settings, and the pipeline options every job is told (JobSpec;
+// the device resolved: cpu or cuda).
+struct ManagerOptions : PipelineOptions {
   std::string registry;                 // REG
   std::string output;                   // OUT (owned: locked while the manager runs)
   std::vector<std::string> rule_paths;  // rule files or directories
@@ -99,16 +101,6 @@ struct ManagerOptions {
   int shard_index = 0, shard_count = 1;
   // One of several replicas sharing OUT (sentierd's --shard given; see "Replicas" above).
   bool replica = false;
-  // What every job is told (JobSpec): mode, device (resolved: cpu or cuda), memory margin,
-  // whether to select rules by timing, and the default parameter layout.
-  ValidationMode mode = ValidationMode::kBoth;
-  Device job_device = Device::kCpu;
-  double memory_margin = kMemoryPolicyDefault;  // runtime/verdict.h; NaN: the default policy
-  double max_memory_share = kDefaultDeviceShare;
-  bool select_rules = false;
-  ParameterLayout param_layout = ParameterLayout::kOriginal;
-  StepTiming timing = StepTiming::kInterpreter;  // how the gate times steps (--timing)
-  double executor_stall_s = 60.0;  // --executor_stall_s (CheckOptions::executor_stall_s)
   // Starts the jobs; null = an ExecJobLauncher(job_command) owned by the manager.
   JobLauncher* launcher = nullptr;
   std::string job_command;  // see ExecJobLauncher; empty: this binary

@@ -45,26 +45,22 @@ int Reject(const JobSpec& spec, const std::string& reason) {
   return WriteJobReport(spec, j);
 }
 
-// ModelOptions: the daemon's flags, with REG/<model>/sentier.json over them.
-absl::StatusOr<ModelConfig> ModelOptions(const JobSpec& spec) {
-  ModelConfig config;
-  config.param_layout = spec.param_layout;
-  config.memory_margin = spec.memory_margin;
-  config.mode = spec.mode;
-  config.timing = spec.timing;
+// ModelOptions: the daemon's options, with REG/<model>/sentier.json over them.
+absl::StatusOr<PipelineOptions> ModelOptions(const JobSpec& spec) {
+  PipelineOptions options = spec;
   const std::string config_path = absl::StrCat(spec.source_dir, "/../", kModelConfigFile);
   if (std::filesystem::exists(config_path)) {
     auto text = ReadFile(config_path);
     if (!text.ok()) return absl::InvalidArgumentError(text.status().message());
-    absl::Status applied = ApplyModelConfigJson(*text, &config);
+    absl::Status applied = ApplyModelConfigJson(*text, &options);
     if (!applied.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("'", config_path, "': ", applied.message()));
     }
   }
-  if (absl::Status can = CheckStepTiming(config.timing); !can.ok()) {
+  if (absl::Status can = CheckStepTiming(options.timing); !can.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("'", config_path, "': ", can.message()));
   }
-  return config;
+  return options;
 }
 
 // EarlierDecision: the decision of the earlier version the daemon named, when its report can be
@@ -83,23 +79,13 @@ std::optional<ReusableDecision> EarlierDecision(const JobSpec& spec) {
   return *decision;
 }
 
-PipelineRequest JobRequest(const JobSpec& spec, const ModelConfig& config,
+PipelineRequest JobRequest(const JobSpec& spec, const PipelineOptions& options,
                            std::shared_ptr<const RuleSet> rules) {
   PipelineRequest req;
   req.model_path = spec.source_dir + "/model.pt";
   req.inputs_path = spec.source_dir + "/inputs.pt";
   req.rules = std::move(rules);
-  req.mode = config.mode;
-  req.param_layout = config.param_layout;
-  req.device = spec.device;
-  req.select = spec.select_rules;
-  req.margins.memory = config.memory_margin;
-  if (config.max_step_memory_mib > 0) {
-    req.margins.max_step_bytes = static_cast<int64_t>(config.max_step_memory_mib * 1048576.0);
-  }
-  req.device_share = spec.max_memory_share;
-  req.timing = config.timing;
-  req.executor_stall_s = spec.executor_stall_s;
+  req.options = options;
   req.artifact_path = spec.stage_dir + "/model.pt";
   req.validate = true;
   req.reuse = EarlierDecision(spec);

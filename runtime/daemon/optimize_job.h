@@ -2,9 +2,9 @@
 // job child process, plus the few torch-backed queries the daemon parent needs. This header has
 // no torch includes: optimize_job.cc is the daemon's only translation unit that includes torch.
 //
-//   JobSpec spec{.model = "ranker", .version = 2, .source_dir = ".../ranker/2",
-//                .stage_dir = "OUT/.tmp-ranker-2-…", .rules_dir = "OUT/.sentierd/rules-…",
-//                .mode = ValidationMode::kBoth, .device = Device::kCpu};
+//   JobSpec spec;  // PipelineOptions: mode, device, gate, memory policy, ...
+//   spec.model = "ranker"; spec.version = 2; spec.source_dir = ".../ranker/2";
+//   spec.stage_dir = "OUT/.tmp-ranker-2-…"; spec.rules_dir = "OUT/.sentierd/rules-…";
 //   int rc = RunOptimizeJob(spec);   // writes stage_dir/job.json (+ model.pt unless rejected)
 #ifndef SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_
 #define SENTIER_RUNTIME_DAEMON_OPTIMIZE_JOB_H_
@@ -16,36 +16,19 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/options_enums.h"
+#include "runtime/pipeline/options.h"
 
 namespace sentier {
 
-struct JobSpec {
+// JobSpec: one job: which version, where it writes, and the pipeline options it runs with
+// (runtime/pipeline/options.h: the daemon's flags; the job lays REG/<model>/sentier.json over
+// them). The child gets the options as one JSON value (--job_options: EncodeOptions).
+struct JobSpec : PipelineOptions {
   std::string model;
   int64_t version = 0;
   std::string source_dir;  // REGISTRY/<model>/<version>
   std::string stage_dir;   // where to write model.pt and job.json
   std::string rules_dir;   // snapshot of the rule set to use
-  ValidationMode mode = ValidationMode::kBoth;
-  // cpu: validate on CPU. cuda: also validate on the GPU (EquivalenceChecker) and time both
-  // models there; an optimized model that is not faster, or whose timed step needs more peak
-  // memory than the original's by more than memory_margin, is not published (status unchanged,
-  // the artifact is the original).
-  Device device = Device::kCpu;
-  // The memory policy (runtime/verdict.h): NaN (the default: time x peak may not grow, peak
-  // within max_memory_share of the device), a margin, or negative (not weighed).
-  double memory_margin = std::numeric_limits<double>::quiet_NaN();
-  double max_memory_share = 0.5;
-  // Before optimizing, keep only the rules that pay on `device` (SelectRulesByMeasurement:
-  // timed ablation, peak memory within memory_margin; the step is the training step, plus the
-  // forward with mode "both", or the forward with "inference"). When no set pays, the artifact
-  // is the original (status unchanged, the reason says so). sentierd turns it on with CUDA.
-  bool select_rules = false;
-  // passes/stacked_parameters.h; REG/<model>/sentier.json overrides it.
-  ParameterLayout param_layout = ParameterLayout::kOriginal;
-  // How the gate and the final timing run steps (runtime/options_enums.h, StepTiming), and how
-  // long a step timed with the executor may go without finishing (CheckOptions::executor_stall_s).
-  StepTiming timing = StepTiming::kInterpreter;
-  double executor_stall_s = 60.0;
   // The published report.json of the latest earlier version decided under the same rules (empty:
   // none): its decision is reused where the architecture and options are the same.
   std::string reuse_report;
