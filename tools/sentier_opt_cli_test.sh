@@ -109,6 +109,13 @@ check bad_rules_path 2 "no_such_dir" -- "$OPT" --input="$T/model.pt" --output="$
 
 # --cost=measure: times the result and keeps only rewrites that pay (CPU timing here).
 check cost_measure 0 "cost: all rules" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --inputs="$T/inputs.pt" --rules="$RULES" --cost=measure --device=cpu --mode=inference
+# --gate=on is the flag's name; --cost=measure an old alias that says so once.
+check gate_on 0 "cost: all rules" -- "$OPT" --input="$T/model.pt" --output="$T/gate.pt" --inputs="$T/inputs.pt" --rules="$RULES" --gate=on --device=cpu --mode=inference --report="$T/gate.json"
+grep -q '"gate": "on"' "$T/gate.json" || { echo "FAIL gate_on: the report's options lack the gate"; fails=$((fails + 1)); }
+check cost_alias_notice 0 "note: --cost is an old name of --gate: use --gate=on" -- "$OPT" --input="$T/model.pt" --output="$T/cost.pt" --inputs="$T/inputs.pt" --rules="$RULES" --cost=measure --device=cpu --mode=inference
+check gate_bad_value 2 "--gate must be auto, on or off, not 'maybe'" -- "$OPT" --input="$T/model.pt" --output="$T/gate.pt" --rules="$RULES" --gate=maybe
+check gate_needs_inputs 2 "needs a .pt model and --inputs" -- "$OPT" --input="$T/model.pt" --output="$T/gate2.pt" --rules="$RULES" --gate=on
+check bad_trials 2 "--validation_trials must be >= 1" -- "$OPT" --input="$T/model.pt" --output="$T/trials.pt" --rules="$RULES" --validation_trials=0
 # The gate measures the artifact in the layout it writes: with --param_layout=stacked, every
 # measured set has stacked parameters (report: selection.param_layout).
 TOWERS="$RUN/testdata/models/torch1.13/towers"

@@ -57,6 +57,10 @@ registry "$T/reg2"
 "$D" --once --registry="$T/reg2" --output="$T/out2" --select_rules=on --poll_interval_ms=50 >"$T/log2" 2>&1 \
   || { fail "gate: exit $?"; tail -20 "$T/log2"; }
 expect_optimized "$T/out2" gate timed
+[[ $(grep -c -- "--select_rules is an old name of --gate: use --gate=on" "$T/log2") == 1 ]] \
+  && ok "--select_rules (the gate's old name) is said once in the log" || fail "no one alias notice in the log"
+grep -q '"gate": "on"' "$T/out2/towers8/1/report.json" \
+  && ok "the report's options name the gate" || fail "no options.gate in the report"
 grep -q '"policy": "time_memory_product+small_growth+device_share"' "$T/out2/towers8/1/report.json" \
   && ok "the report states the memory policy" || fail "no memory_policy in $(cat "$T/out2/towers8/1/report.json")"
 grep -q '"clause": "[a-z_]*"' "$T/out2/towers8/1/report.json" \

@@ -26,6 +26,7 @@ mkdir -p "$T/src"; "$MAKE" --model=waste --seed=3 --batch=8 --out_model="$T/src/
 "$D" --registry="$R" --output="$O" --mode=bogus >"$T/f.txt" 2>&1; [[ $? == 2 ]] && ok "bad mode -> 2" || fail "bad mode"
 "$D" --registry="$R" --output="$O" --bogus_flag >"$T/f.txt" 2>&1; [[ $? == 2 ]] && ok "unknown flag -> 2" || fail "unknown flag"
 "$D" --registry="$R" --output="$O" --select_rules=maybe >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q "select_rules" "$T/f.txt" && ok "bad --select_rules -> 2" || fail "bad select_rules"
+"$D" --registry="$R" --output="$O" --gate=maybe >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q -- "--gate must be auto, on or off" "$T/f.txt" && ok "bad --gate -> 2" || fail "bad gate"
 "$D" --registry="$R" --output="$O" --timing=fuser >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q "must be auto, interpreter or executor" "$T/f.txt" && ok "bad --timing -> 2" || fail "bad timing"
 "$D" --registry="$R" --output="$O" --executor_stall_s=-1 >"$T/f.txt" 2>&1; [[ $? == 2 ]] && grep -q "executor_stall_s must be >= 0" "$T/f.txt" && ok "bad --executor_stall_s -> 2" || fail "bad executor_stall_s"
 mkdir -p "$T/reg_timing"
