@@ -2,7 +2,8 @@
 // computes: outputs, and in training mode the gradients of every floating input and parameter.
 //
 // Tolerance that is strict and fair: both models run in the checked dtype, and the reference
-// also in float64. For every output (and gradient) the candidate's relative norm error against
+// also in float64 (where it cannot, because the model pins its own dtype, the judgement is in the
+// checked dtype: CheckReport::own_dtype_judgement). For every output (and gradient) the candidate's relative norm error against
 // the float64 reference must be within a small factor of the reference's own error on that
 // tensor or of the reference's typical (median) error over the outputs, or gradients, of the
 // same trial, whichever is larger, plus a floor for the dtype. The median matters in bf16,
@@ -80,6 +81,10 @@ struct CheckReport {
   std::string first_failure;  // one sentence naming the tensor, errors, tolerance and trial
   std::vector<CheckFinding> findings;
   std::vector<std::string> skipped_trials;  // trials the reference itself could not run, and why
+  // Non-empty where the reference could not run in float64 (a model that pins its dtype itself:
+  // `x.float()` meeting float64 weights): why. The candidate was then judged in the checked dtype
+  // against the reference in that dtype, within twice the dtype's floor (RelativeToleranceFloor).
+  std::string own_dtype_judgement;
   int64_t aten_ops_reference = -1;  // top-level aten ops per forward (CPU proxy for kernels)
   int64_t aten_ops_candidate = -1;
   double reference_ms = -1.0;       // median forward time (with --time), device synchronized

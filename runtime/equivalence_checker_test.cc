@@ -116,6 +116,65 @@ INSTANTIATE_TEST_SUITE_P(
                 "grad of param w0"}),
     [](const ::testing::TestParamInfo<Planted>& info) { return std::string(info.param.name); });
 
+// A model that pins float32 itself (`x.float()`, as CTR libraries cast dense values) cannot run
+// in float64: its float32 input meets float64 weights. The checker judges it in float32 against
+// the reference in float32, never blames the candidate, and still catches every planted bug.
+std::string Pinned(const std::string& source) {
+  return absl::StrReplaceAll(source, {{"def forward(self, x):\n", "def forward(self, x):\n    x = x.float()\n"}});
+}
+
+TEST(EquivalenceCheckerTest, PinnedFloat32IsJudgedInItsOwnDtype) {
+  const std::vector<Device> devices = torch::cuda::is_available() ? std::vector<Device>{Device::kCpu, Device::kCuda}
+                                                                   : std::vector<Device>{Device::kCpu};
+  for (Device device : devices) {
+    CheckOptions opts;
+    opts.device = device;
+    auto same = EquivalenceChecker(opts).Check(Make(Pinned(kReference)), Make(Pinned(kReference)), Samples());
+    ASSERT_TRUE(same.ok()) << same.status();
+    EXPECT_TRUE(same->equivalent) << same->first_failure;
+    EXPECT_NE(same->own_dtype_judgement.find("does not run in float64"), std::string::npos)
+        << same->own_dtype_judgement;
+    auto batched = EquivalenceChecker(opts).Check(Make(Pinned(kReference)), Make(Pinned(kBatched)), Samples());
+    ASSERT_TRUE(batched.ok()) << batched.status();
+    EXPECT_TRUE(batched->equivalent) << batched->first_failure;
+  }
+  // A model that runs in float64 keeps the float64-referenced judgement.
+  auto plain = EquivalenceChecker(CheckOptions()).Check(Make(kReference), Make(kBatched), Samples());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->own_dtype_judgement.empty());
+}
+
+class PinnedPlantedBugTest : public ::testing::TestWithParam<Planted> {};
+
+TEST_P(PinnedPlantedBugTest, IsRejectedInTheModelsOwnDtype) {
+  std::string base = Pinned(GetParam().base);
+  std::string bad = absl::StrReplaceAll(base, {{GetParam().from, GetParam().to}});
+  ASSERT_NE(bad, base) << "the planted bug changed nothing";
+  auto r = EquivalenceChecker(CheckOptions()).Check(Make(base), Make(bad), Samples());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->own_dtype_judgement.empty());
+  EXPECT_FALSE(r->equivalent) << GetParam().name;
+  EXPECT_NE(r->first_failure.find(GetParam().names), std::string::npos) << r->first_failure;
+  EXPECT_EQ(r->first_failure.find("candidate run"), std::string::npos) << r->first_failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Bugs, PinnedPlantedBugTest,
+    ::testing::Values(
+        Planted{"swapped_cat_order", "torch.cat([ya, yb], 1)", "torch.cat([yb, ya], 1)"},
+        Planted{"dropped_bias", "torch.linear(b, self.w1, self.b1)", "torch.linear(b, self.w1, None)"},
+        Planted{"wrong_activation", "yb = torch.relu(", "yb = torch.tanh("},
+        Planted{"slightly_scaled_output", "return torch.cat([ya, yb], 1)", "return torch.cat([ya, yb * 1.001], 1)"},
+        Planted{"detached_weight", "torch.linear(a, self.w0, self.b0)",
+                "torch.linear(a, self.w0.detach(), self.b0)", kReference,
+                "grad of param w0 on samples inputs: no gradient in the candidate"},
+        Planted{"halved_bias_gradient", "torch.linear(b, self.w1, self.b1)",
+                "torch.linear(b, self.w1, self.b1.detach() * 0.5 + self.b1 * 0.5)", kReference,
+                "grad of param b1 differs"},
+        Planted{"stack_of_detached_weights", "torch.stack([self.w0, self.w1], 0)",
+                "torch.stack([self.w0.detach(), self.w1.detach()], 0)", kBatched, "grad of param w0"}),
+    [](const ::testing::TestParamInfo<Planted>& info) { return std::string(info.param.name); });
+
 // CUDA: reordered reductions of cuBLAS (bmm vs mm) must pass; a planted bug must still fail.
 TEST(EquivalenceCheckerTest, CudaBatchedRewritePassesAndPlantedBugFails) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: CUDA test skipped";

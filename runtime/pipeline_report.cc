@@ -161,7 +161,9 @@ void AddValidation(const PipelineRequest& req, const Outcome& out, nlohmann::jso
   nlohmann::json val = {{"mode", mode},
                         {"device", std::string(DeviceName(out.placement.device))},
                         {"result", "outputs and gradients match"},
-                        {"tensors_compared", c.findings.size()}};
+                        {"tensors_compared", c.findings.size()},
+                        {"judgement", c.own_dtype_judgement.empty() ? "float64 reference" : "own dtype"}};
+  if (!c.own_dtype_judgement.empty()) val["own_dtype_reason"] = c.own_dtype_judgement;
   if (out.placement.timed) {
     val["timing"] = std::string(StepTimingName(out.validation->timing));
     if (!c.timing_fallback.empty()) val["timing_fallback"] = c.timing_fallback;

@@ -187,6 +187,10 @@ void PrintReport(const sentier::CheckReport& report, const sentier::CheckOptions
   if (report.reference_ms >= 0) std::cout << " (timed: " << sentier::StepTimingName(report.timing) << ")";
   std::cout << "\n";
   if (!report.timing_fallback.empty()) std::cout << "sentier_check: " << report.timing_fallback << "\n";
+  if (!report.own_dtype_judgement.empty()) {
+    std::cout << "sentier_check: judged in " << FLAGS_dtype << " against the reference in " << FLAGS_dtype << ": "
+              << report.own_dtype_judgement << "\n";
+  }
   if (!report.equivalent) std::cout << "sentier_check: " << report.first_failure << "\n";
 }
 
@@ -195,6 +199,8 @@ nlohmann::json JsonReport(const sentier::CheckReport& report, const sentier::Che
   nlohmann::json j;
   j["equivalent"] = report.equivalent;
   j["first_failure"] = report.first_failure;
+  j["judgement"] = report.own_dtype_judgement.empty() ? "float64 reference" : "own dtype";
+  if (!report.own_dtype_judgement.empty()) j["own_dtype_reason"] = report.own_dtype_judgement;
   j["device"] = std::string(sentier::DeviceName(opts.device));
   j["dtype"] = FLAGS_dtype;
   j["mode"] = FLAGS_mode;
