@@ -76,7 +76,8 @@ std::vector<Archive> ArchivesOf(const std::string& dir) {
         const auto& written = *archives;
         if (std::find(written.begin(), written.end(), torch) == written.end()) continue;
       }
-      out.push_back({dir, torch, model, "scripted"});
+      // `scripted`: false for a model that does not script (deployed traced only).
+      if (e.value("scripted", true)) out.push_back({dir, torch, model, "scripted"});
       if (e.value("traced", false)) out.push_back({dir, torch, model, "traced"});
     }
   }

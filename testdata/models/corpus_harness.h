@@ -3,7 +3,7 @@
 // (testdata/optimus_conformance, conformance_test) share it.
 //
 // A set is a directory with MANIFEST.json (`models`: entries with `name`, `traced`, optional
-// `archives`) and one directory per torch version, `torch1.13/<name>/{scripted,traced,inputs}.pt`.
+// `archives` and `scripted` (false: traced only)) and one directory per torch version, `torch1.13/<name>/{scripted,traced,inputs}.pt`.
 // For an archive: load it with its sample inputs (conformed to forward's schema), optimize it with
 // the shipped rules (OptimizeGraph: the rewrite stage of sentier_opt's pipeline), check the
 // rules that fired, save the artifact, load it back and check it against the original with the

@@ -1112,13 +1112,227 @@ class SeedScale(nn.Module):
 # global generator: weights after manual_seed(seed), inputs after manual_seed(seed + 1).
 
 
-def _seeded(seed: int, make_module, make_args, traceable: bool):
+
+# --------------------------------------------------------------------------------------------
+# Models in the style of public CTR and multi-task libraries, written here from their published
+# shape (feature-config objects, a dict of feature tensors, nn.ModuleDict embeddings, a `.long()`
+# of every id and a `.float()` of every dense value): the embedding layer iterates over Python
+# feature-config objects, so these models do not script; they are deployed traced, in training
+# mode. Features are Criteo-like: 26 sparse fields C1..C26 (int64 ids of shape [B]), 13 dense
+# fields I1..I13 (float32 of shape [B]), embedding width 16. Dropout layers are kept with p = 0
+# (the corpus draws no random numbers in forward), so the graph holds their ops.
+
+
+class SparseFeat(NamedTuple):
+    """A sparse field as feature-config objects describe it."""
+    name: str
+    vocabulary_size: int
+    embedding_dim: int = 16
+
+
+class DenseFeat(NamedTuple):
+    """A dense field of `dimension` values."""
+    name: str
+    dimension: int = 1
+
+
+def criteo_like_features(vocab: int = 40, dim: int = 16):
+    sparse = [SparseFeat("C%d" % (k + 1), vocab + 2 * k, dim) for k in range(26)]
+    dense = [DenseFeat("I%d" % (k + 1)) for k in range(13)]
+    return sparse, dense
+
+
+class FeatureEmbedder(nn.Module):
+    """The embedding layer of such libraries: one nn.Embedding per sparse field in an
+    nn.ModuleDict keyed by the field's name, looked up on `X[name].long()`; dense values read as
+    `X[name].float()`. Returns the per-field embeddings as a list of [B, 1, D] tensors and the dense
+    values as a list of [B, 1] tensors, in the feature configs' order."""
+
+    def __init__(self, sparse, dense, dim: Optional[int] = None):
+        super().__init__()
+        self.sparse = list(sparse)
+        self.dense = list(dense)
+        self.embedding_dict = nn.ModuleDict({
+            f.name: nn.Embedding(f.vocabulary_size, dim or f.embedding_dim) for f in self.sparse})
+        for emb in self.embedding_dict.values():
+            nn.init.normal_(emb.weight, std=1e-1)
+
+    def forward(self, X: Dict[str, Tensor]):
+        sparse_embs = [self.embedding_dict[f.name](X[f.name].long()).unsqueeze(1) for f in self.sparse]
+        dense_values = [X[f.name].float().view(-1, f.dimension) for f in self.dense]
+        return sparse_embs, dense_values
+
+
+def _dnn(sizes: List[int], bn: bool = False) -> nn.Sequential:
+    layers: List[nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers.append(nn.Linear(a, b))
+        if bn:
+            layers.append(nn.BatchNorm1d(b))
+        layers.append(nn.ReLU())
+        layers.append(nn.Dropout(0.0))
+    return nn.Sequential(*layers)
+
+
+def _flat_input(sparse_embs: List[Tensor], dense_values: List[Tensor]) -> Tensor:
+    return torch.cat([torch.flatten(torch.cat(sparse_embs, 1), 1), torch.cat(dense_values, -1)], -1)
+
+
+class CtrDeepFM(nn.Module):
+    """DeepFM (Guo et al. 2017, arXiv:1703.04247) in the style of public CTR libraries
+    (e.g. shenweichen/DeepCTR-Torch's DeepFM over its input_from_feature_columns): a linear part
+    (1-wide embeddings per field and a linear over the dense values), an FM over the [B, 26, 16]
+    field embeddings and a DNN, each field looked up on its own dict entry."""
+
+    def __init__(self):
+        super().__init__()
+        sparse, dense = criteo_like_features()
+        self.linear_embedder = FeatureEmbedder(sparse, dense, dim=1)
+        self.embedder = FeatureEmbedder(sparse, dense)
+        self.dense_linear = nn.Linear(len(dense), 1, bias=False)
+        self.dnn = _dnn([26 * 16 + 13, 64, 32])
+        self.out = nn.Linear(32, 1, bias=False)
+
+    def forward(self, X: Dict[str, Tensor]) -> Tensor:
+        linear_embs, dense_values = self.linear_embedder(X)
+        linear = torch.sum(torch.cat(linear_embs, -1), -1) + self.dense_linear(torch.cat(dense_values, -1))
+        sparse_embs, dense_values = self.embedder(X)
+        E = torch.cat(sparse_embs, 1)
+        square_of_sum = torch.pow(torch.sum(E, 1, keepdim=True), 2)
+        sum_of_square = torch.sum(E * E, 1, keepdim=True)
+        fm = 0.5 * torch.sum(square_of_sum - sum_of_square, 2)
+        deep = self.out(self.dnn(_flat_input(sparse_embs, dense_values)))
+        return torch.sigmoid(linear + fm + deep)
+
+
+class CtrDCN(nn.Module):
+    """DCN (Wang et al. 2017, arXiv:1708.05123) in the style of public CTR libraries: the
+    flattened field embeddings and dense values through a 3-layer cross network (vector kernels)
+    and a DNN side by side, joined by a linear."""
+
+    def __init__(self, cross_layers: int = 3):
+        super().__init__()
+        sparse, dense = criteo_like_features()
+        self.embedder = FeatureEmbedder(sparse, dense)
+        dim = 26 * 16 + 13
+        self.kernels = nn.ParameterList([nn.Parameter(torch.randn(dim, 1) * 0.05) for _ in range(cross_layers)])
+        self.biases = nn.ParameterList([nn.Parameter(torch.zeros(dim, 1)) for _ in range(cross_layers)])
+        self.dnn = _dnn([dim, 64, 32])
+        self.out = nn.Linear(dim + 32, 1, bias=False)
+
+    def forward(self, X: Dict[str, Tensor]) -> Tensor:
+        sparse_embs, dense_values = self.embedder(X)
+        x = _flat_input(sparse_embs, dense_values)
+        x0 = x.unsqueeze(2)
+        xl = x0
+        for i in range(len(self.kernels)):
+            xl_w = torch.tensordot(xl, self.kernels[i], dims=([1], [0]))
+            xl = torch.matmul(x0, xl_w) + self.biases[i] + xl
+        cross = torch.squeeze(xl, 2)
+        return torch.sigmoid(self.out(torch.cat([cross, self.dnn(x)], -1)))
+
+
+class CtrAutoInt(nn.Module):
+    """AutoInt (Song et al. 2019, arXiv:1810.11921) in the style of public CTR libraries: every
+    dense field gets its own Linear(1, 16, bias=False) on its dict value, joined with the sparse
+    embeddings into [B, 39, 16]; one multi-head self-attention interacting layer with a residual,
+    and a DNN over the flattened result."""
+
+    def __init__(self, heads: int = 2):
+        super().__init__()
+        sparse, dense = criteo_like_features()
+        self.embedder = FeatureEmbedder(sparse, dense)
+        self.dense_names = [f.name for f in dense]
+        self.dense_embs = nn.ModuleDict({f.name: nn.Linear(1, 16, bias=False) for f in dense})
+        self.heads = heads
+        self.w_query = nn.Linear(16, 16, bias=False)
+        self.w_key = nn.Linear(16, 16, bias=False)
+        self.w_value = nn.Linear(16, 16, bias=False)
+        self.w_res = nn.Linear(16, 16, bias=False)
+        self.dnn = _dnn([39 * 16, 32])
+        self.out = nn.Linear(32, 1)
+
+    def forward(self, X: Dict[str, Tensor]) -> Tensor:
+        sparse_embs, dense_values = self.embedder(X)
+        dense_embs = [self.dense_embs[name](v).unsqueeze(1) for name, v in zip(self.dense_names, dense_values)]
+        E = torch.cat(sparse_embs + dense_embs, 1)  # [B, 39, 16]
+        B, F_, D = E.shape
+        q = self.w_query(E).view(B, F_, self.heads, D // self.heads).transpose(1, 2)
+        k = self.w_key(E).view(B, F_, self.heads, D // self.heads).transpose(1, 2)
+        v = self.w_value(E).view(B, F_, self.heads, D // self.heads).transpose(1, 2)
+        att = torch.softmax(torch.matmul(q, k.transpose(-1, -2)), -1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(B, F_, D)
+        y = torch.relu(y + self.w_res(E))
+        return torch.sigmoid(self.out(self.dnn(torch.flatten(y, 1))))
+
+
+class CtrMMoE(nn.Module):
+    """MMoE (Ma et al. 2018, KDD) in the style of public multi-task libraries (e.g. the
+    MMoE of torch-rechub or DeepCTR-Torch): experts that are MLPs with BatchNorm, ReLU and
+    Dropout, one softmax gate per task, the per-task gated sum of the experts and a tower per
+    task, over the shared field embeddings and dense values."""
+
+    def __init__(self, num_experts: int = 4, tasks: int = 2):
+        super().__init__()
+        sparse, dense = criteo_like_features()
+        self.embedder = FeatureEmbedder(sparse, dense)
+        dim = 26 * 16 + 13
+        self.experts = nn.ModuleList([_dnn([dim, 32, 16], bn=True) for _ in range(num_experts)])
+        self.gates = nn.ModuleList([nn.Sequential(nn.Linear(dim, num_experts), nn.Softmax(dim=1))
+                                    for _ in range(tasks)])
+        self.towers = nn.ModuleList([nn.Sequential(_dnn([16, 8]), nn.Linear(8, 1)) for _ in range(tasks)])
+
+    def forward(self, X: Dict[str, Tensor]) -> List[Tensor]:
+        sparse_embs, dense_values = self.embedder(X)
+        x = _flat_input(sparse_embs, dense_values)
+        expert_outs = torch.stack([e(x) for e in self.experts], 1)  # [B, E, 16]
+        outs: List[Tensor] = []
+        for gate, tower in zip(self.gates, self.towers):
+            g = gate(x).unsqueeze(-1)  # [B, E, 1]
+            outs.append(torch.sigmoid(tower(torch.sum(g * expert_outs, 1))))
+        return outs
+
+
+class CtrESMM(nn.Module):
+    """ESMM (Ma et al. 2018, arXiv:1804.07931) in the style of public multi-task libraries: CTR
+    and CVR towers over shared embeddings; pCTCVR = pCTR * pCVR. The batch size is read from a
+    lookup's shape, as such code often does."""
+
+    def __init__(self):
+        super().__init__()
+        sparse, dense = criteo_like_features()
+        self.embedder = FeatureEmbedder(sparse, dense)
+        self.first = sparse[0].name
+        dim = 26 * 16 + 13
+        self.ctr = nn.Sequential(_dnn([dim, 32]), nn.Linear(32, 1))
+        self.cvr = nn.Sequential(_dnn([dim, 32]), nn.Linear(32, 1))
+
+    def forward(self, X: Dict[str, Tensor]) -> Tuple[Tensor, Tensor]:
+        batch = self.embedder.embedding_dict[self.first](X[self.first].long()).shape[0]
+        sparse_embs, dense_values = self.embedder(X)
+        x = _flat_input(sparse_embs, dense_values).view(batch, -1)
+        p_ctr = torch.sigmoid(self.ctr(x))
+        p_cvr = torch.sigmoid(self.cvr(x))
+        return p_ctr, p_ctr * p_cvr
+
+
+def _ctr_args(m: nn.Module, batch: int):
+    embedder: FeatureEmbedder = m.embedder
+    X: Dict[str, Tensor] = {}
+    for f in embedder.sparse:
+        X[f.name] = torch.randint(0, f.vocabulary_size, (batch,), dtype=torch.int64)
+    for f in embedder.dense:
+        X[f.name] = torch.rand(batch)
+    return (X,)
+
+
+def _seeded(seed: int, make_module, make_args, traceable: bool, scriptable: bool = True):
     def build(batch: int):
         torch.manual_seed(seed)
         module = make_module()
         torch.manual_seed(seed + 1)
         args = make_args(module, batch)
-        return module, args, traceable
+        return module, args, traceable, scriptable
     return build
 
 
@@ -1234,6 +1448,12 @@ REGISTRY = {
                            True),
     "seed_scale": _seeded(128, lambda: SeedScale(production=PRODUCTION), _seed_scale_args, True),
     "deepfm_columns": _seeded(129, DeepFMColumns, _deepfm_columns_args, True),
+    # Public-library style (feature-config objects): traced only, as deployed.
+    "ctr_deepfm": _seeded(130, CtrDeepFM, _ctr_args, True, scriptable=False),
+    "ctr_dcn": _seeded(131, CtrDCN, _ctr_args, True, scriptable=False),
+    "ctr_autoint": _seeded(132, CtrAutoInt, _ctr_args, True, scriptable=False),
+    "ctr_mmoe": _seeded(133, CtrMMoE, _ctr_args, True, scriptable=False),
+    "ctr_esmm": _seeded(134, CtrESMM, _ctr_args, True, scriptable=False),
 }
 
 
@@ -1275,13 +1495,16 @@ def _kb(path: str) -> str:
 
 
 def write_archives(name: str, module: nn.Module, args, model_dir: str, traceable: bool,
-                   files: List[str], trace_strict: bool = True) -> None:
+                   files: List[str], trace_strict: bool = True, scriptable: bool = True) -> None:
     """Writes model_dir/scripted.pt and, where tracing keeps the semantics, traced.pt (else removes
     a stale one), each checked against the eager module on `args` (copies: a module may write to
     its inputs) and saved with the freshly built parameters and buffers. Appends to `files`."""
     state = copy.deepcopy(module.state_dict())
     with torch.no_grad():
         expected = copy.deepcopy(module)(*copy.deepcopy(args))
+    if not scriptable:  # traced only (the model iterates over Python objects in forward)
+        _write_traced(name, module, args, model_dir, expected, state, files, trace_strict)
+        return
     scripted = torch.jit.script(copy.deepcopy(module))
     with torch.no_grad():
         got = scripted(*copy.deepcopy(args))
@@ -1306,15 +1529,30 @@ def write_archives(name: str, module: nn.Module, args, model_dir: str, traceable
         os.remove(traced_path)
 
 
+def _write_traced(name: str, module: nn.Module, args, model_dir: str, expected, state,
+                  files: List[str], trace_strict: bool) -> None:
+    """traced.pt alone, checked against the eager module, with the freshly built state."""
+    traced = torch.jit.trace(copy.deepcopy(module), copy.deepcopy(tuple(args)), strict=trace_strict)
+    with torch.no_grad():
+        got = traced(*copy.deepcopy(args))
+    if not _same(expected, got):
+        raise RuntimeError("%s: traced output differs from eager" % name)
+    _restore(traced, state)
+    path = os.path.join(model_dir, "traced.pt")
+    torch.jit.save(traced, path)
+    files.append("traced.pt %s KB" % _kb(path))
+
+
 def make_one(name: str, out_dir: str, batch: int, inputs_only: bool) -> None:
-    module, args, traceable = REGISTRY[name](batch)
+    module, args, traceable, scriptable = REGISTRY[name](batch)
     model_dir = os.path.join(out_dir, name)
     os.makedirs(model_dir, exist_ok=True)
     inputs_path = os.path.join(model_dir, "inputs.pt")
     torch.save(tuple(args), inputs_path)
     files = ["inputs.pt %s KB" % _kb(inputs_path)]
     if not inputs_only:
-        write_archives(name, module, args, model_dir, traceable, files)
+        write_archives(name, module, args, model_dir, traceable, files,
+                       trace_strict=scriptable, scriptable=scriptable)
     print("%-18s %s" % (name, ", ".join(files)))
 
 
