@@ -13,7 +13,8 @@
 # --config_for/--config: writes JSON as REG/<model>/sentier.json for the listed models (per-model
 # options over the daemon's flags, e.g. --config='{"param_layout": "stacked", "memory_margin": 2}').
 #
-# The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU),
+# The registry: REG/<model>/1 = testdata/models/<archives>/<model>/scripted.pt (saved on the CPU;
+# traced.pt for a model that does not script),
 # with sample inputs at --batch drawn by make_corpus.py --inputs_only (the GPU machine's torch).
 # Writes to ${OUT:-build}: corpus-sentierd.log, corpus-client.{md,json,log}, corpus-reports.tar.gz
 # and corpus-reports.md (tools/gpu/report_table.py: what each report says, one row per version).
@@ -64,7 +65,9 @@ for dir in testdata/models/"$archives"/*/; do
   m=$(basename "$dir")
   [[ -f "$work/inputs/$m/inputs.pt" ]] || continue
   mkdir -p "$work/reg/$m/1"
-  cp "$dir/scripted.pt" "$work/reg/$m/1/model.pt"
+  archive="$dir/scripted.pt"
+  [[ -f "$archive" ]] || archive="$dir/traced.pt"  # a model that does not script: traced only
+  cp "$archive" "$work/reg/$m/1/model.pt"
   cp "$work/inputs/$m/inputs.pt" "$work/reg/$m/1/inputs.pt"
   if [[ ",$config_for," == *",$m,"* ]]; then
     printf '%s\n' "$config" >"$work/reg/$m/sentier.json"
@@ -75,7 +78,7 @@ echo "registry: $(ls "$work/reg" | wc -l) models at batch $batch ($archives arch
 start=$(date +%s)
 SENTIER_RULES_DIR="$PWD/patterns" build/cmake/sentierd --once --registry="$work/reg" \
   --output="$work/out" --device=cuda --workers=1 --rules="$PWD/patterns" --param_layout="$layout" \
-  --select_rules="$select" --memory_margin="$margin" --mode="$mode" --timing="$timing" \
+  --gate="$select" --memory_margin="$margin" --mode="$mode" --timing="$timing" \
   --job_timeout_s="$job_timeout" \
   >"$out/corpus-sentierd.log" 2>&1
 rc=$?
