@@ -1,7 +1,7 @@
 // model_bench.cc — original vs Sentier-optimized, side by side, on the models of bench/models.h.
 //
 // For every model: build it, save it, and run it through the optimization pipeline sentierd runs
-// (runtime/pipeline.h: the gate, the shipped rules, save, the EquivalenceChecker once on outputs
+// (runtime/pipeline/pipeline.h: the gate, the shipped rules, save, the EquivalenceChecker once on outputs
 // and gradients against a float64 reference, the timed verdict on CUDA); load back what would be
 // published; then benchmark both models:
 //   <model>/infer/{original,sentier}   forward under no_grad              -> rows/s
@@ -60,7 +60,7 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 #include "runtime/progress_deadline.h"
 #include "runtime/step_memory.h"
 #include "runtime/torch_settings.h"
@@ -336,7 +336,7 @@ void PlaceOnDevice(const std::vector<c10::IValue>& cpu_inputs, Prepared* p) {
   Sync(p->device);
 }
 
-// Prepare: the bench model saved, run through the optimization pipeline (runtime/pipeline.h) as
+// Prepare: the bench model saved, run through the optimization pipeline (runtime/pipeline/pipeline.h) as
 // sentierd would on this device, both archives loaded back and placed on the device.
 std::unique_ptr<Prepared> Prepare(const std::string& name, const Flags& flags,
                                   std::shared_ptr<const RuleSet> rules, const c10::Device& device, bool gate) {

@@ -1,4 +1,4 @@
-// decision_clause.h — the clauses of the optimization pipeline's decide stage (runtime/pipeline.h)
+// decision_clause.h — the clauses of the optimization pipeline's decide stage (runtime/pipeline/pipeline.h)
 // and their words in report.json's "decision". No LibTorch: sentierd's parent process counts
 // versions by clause (runtime/daemon/daemon_metrics) from these names.
 //

@@ -1,5 +1,5 @@
 // model_format.h — the model-format seam: everything the pipeline does with an archive goes through
-// one ModelFormat, so that the stages (runtime/pipeline.h) never know which format a model came in.
+// one ModelFormat, so that the stages (runtime/pipeline/pipeline.h) never know which format a model came in.
 //
 //   const ModelFormat* format = *FormatFor("ranker/3/model.pt");       // TorchScript
 //   absl::StatusOr<Model> model = format->Load("ranker/3/model.pt");   // checked, then read
@@ -22,7 +22,7 @@
 //                 own reader would refuse;
 //   KeepOriginal  the artifact of an "unchanged" decision: the original, byte for byte.
 // TorchScript archives (.pt) and text IR (.ir, a bare graph: no module, so no samples, gate or
-// validation) are the built-in formats. Tests add their own (runtime/pipeline_format_test.cc).
+// validation) are the built-in formats. Tests add their own (runtime/pipeline/format_test.cc).
 #ifndef SENTIER_RUNTIME_MODEL_FORMAT_H_
 #define SENTIER_RUNTIME_MODEL_FORMAT_H_
 

@@ -1,5 +1,5 @@
 // report.cc — the report's header fields (see the header and report_schema.json); the rest of
-// a report is built by pipeline_report.cc.
+// a report is built by runtime/pipeline/report.cc.
 #include "runtime/report.h"
 
 namespace sentier {

@@ -4,7 +4,7 @@
 //
 //   nlohmann::json j = NewReport("sentierd");   // schema_version, tool, timings_ms
 //   j["status"] = "rejected"; j["reason"] = "...";
-// An outcome's whole report: BuildReport (runtime/pipeline.h, pipeline_report.cc).
+// An outcome's whole report: BuildReport (runtime/pipeline/pipeline.h, runtime/pipeline/report.cc).
 #ifndef SENTIER_RUNTIME_REPORT_H_
 #define SENTIER_RUNTIME_REPORT_H_
 

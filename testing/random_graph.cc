@@ -1001,8 +1001,8 @@ class Gen {
 
   void UnaryGroup() {
     static const char* kOps[] = {"relu", "tanh", "sigmoid", "silu", "gelu",
-                                 "clamp", "nan_to_num", "dropout", "detach"};
-    std::string op = kOps[R(0, 8)];
+                                 "clamp", "nan_to_num", "dropout", "detach", "to"};
+    std::string op = kOps[R(0, 9)];
     int64_t k = P(0.75) ? R(3, 4) : R(1, 2);
     int x = PickAny();
     std::string approx = P(0.7) ? "none" : "tanh";
@@ -1021,6 +1021,9 @@ class Gen {
         absl::StrAppend(&args, ", ", Float(P(0.25) ? 0.0 : 0.5), ", ", Bool(false));
         view = true;
       } else if (op == "detach") {
+        view = true;
+      } else if (op == "to") {  // a cast to the dtype the value has (float32): x itself
+        absl::StrAppend(&args, ", ", Int(6), ", ", Bool(false), ", ", Bool(false), ", ", None());
         view = true;
       }
       std::string y = Fresh();

@@ -42,7 +42,7 @@
 #include "tools/option_flags.h"
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 #include "runtime/progress_deadline.h"
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"

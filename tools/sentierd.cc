@@ -73,7 +73,7 @@
 //   state: corrupt state file '<path>': …; rebuilding from published reports
 //   [m/v] claimed by another replica; left to it            (--shard; once per version)
 //   [m/v] already published by another replica; adopted its report   (--shard)
-// Job reasons (report.json "reason"; "decision" names the clause, runtime/pipeline.h): "load
+// Job reasons (report.json "reason"; "decision" names the clause, runtime/pipeline/pipeline.h): "load
 // failure: …" (names the file), "placement failure: …", "count failure: the optimized graph does
 // not run: …", "validation failure on cpu|cuda: …", "optimizer error: …",
 // "crash: …", "job process crashed …", "timed out after N s", "rule selection failed: …",
@@ -83,7 +83,7 @@
 // "The selection's gain was not confirmed …", "The optimized model was not faster on the GPU
 // …", "The optimized model needed more peak GPU memory than the memory policy allows …", "The
 // optimized graph runs more kernel launches per …"; a reused decision's reason starts "Decision reused
-// from version N: " (runtime/pipeline_decision.cc words them all).
+// from version N: " (runtime/pipeline/decision.cc words them all).
 // At the end of --once, one line per model on stdout:
 //   sentierd: <model>: v1 optimized, v2 unchanged, …; latest v2 (architecture changed)
 //

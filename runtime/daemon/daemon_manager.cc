@@ -361,7 +361,7 @@ JobSpec DaemonManager::MakeJobSpec(const VersionInfo& v, const std::string& stag
   spec.rules_dir = rules_->dir();
   static_cast<PipelineOptions&>(spec) = options_;
   // The decision of the latest earlier version decided under these rules, for the job to reuse
-  // where the architecture and options are the same (runtime/pipeline.h, ReusableDecision).
+  // where the architecture and options are the same (runtime/pipeline/pipeline.h, ReusableDecision).
   const int64_t previous = state_.PreviousDecided(v.model, v.version, rules_->fingerprint());
   const std::string report = absl::StrCat(options_.output, "/", v.model, "/", previous, "/report.json");
   if (previous > 0 && std::filesystem::exists(report)) {

@@ -16,7 +16,7 @@
 //   sentierd_versions_seen_total                         versions taken for processing
 //   sentierd_versions_total{status}                      optimized | unchanged | rejected
 //   sentierd_decisions_total{clause}                     report.json "decision": the clauses of
-//                                                        runtime/pipeline.h, or "unknown"
+//                                                        runtime/pipeline/pipeline.h, or "unknown"
 //   sentierd_timing_fallbacks_total, sentierd_output_errors_total
 //   sentierd_job_duration_seconds                        histogram, every recorded job
 //   sentierd_gate_duration_seconds                       histogram, timings_ms.select (the gate)
@@ -70,7 +70,7 @@ class DaemonMetrics {
   static constexpr int kMaxModelSeries = 1000;
   // The bucket bounds (seconds) of the three duration histograms: 0.1 s to 600 s.
   static const std::vector<double>& DurationBuckets();
-  // The decision clauses counted by name (runtime/pipeline.h, DecisionClauseName); others count
+  // The decision clauses counted by name (runtime/pipeline/pipeline.h, DecisionClauseName); others count
   // as "unknown".
   static const std::vector<std::string>& KnownClauses();
 

@@ -14,7 +14,7 @@
 #include "runtime/equivalence_checker.h"
 #include "runtime/file_util.h"
 #include "runtime/model_io.h"
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"
 

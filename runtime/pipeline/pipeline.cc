@@ -1,10 +1,10 @@
-// pipeline.cc — the stages of OptimizeModel (pipeline_stages.h lists them), each a function with
+// pipeline.cc — the stages of OptimizeModel (stages.h lists them), each a function with
 // its own result, and RunStages, the one place that assembles the outcome from those results. A
 // stage that fails returns a StageError: the stage, whether the output (not the model) was at
 // fault, and the message; OptimizeModel turns the first failure into a rejection or an output
 // failure. The untimed ablation and the validation have files of their own; the decision and its
-// wording live in pipeline_decision.cc; the report in pipeline_report.cc.
-#include "runtime/pipeline.h"
+// wording live in decision.cc; the report in report.cc.
+#include "runtime/pipeline/pipeline.h"
 
 #include <chrono>
 
@@ -17,8 +17,8 @@
 #include "re2/re2.h"
 #include "runtime/file_util.h"
 #include "runtime/graph_runner.h"
-#include "runtime/pipeline_decision.h"
-#include "runtime/pipeline_internal.h"
+#include "runtime/pipeline/decision.h"
+#include "runtime/pipeline/internal.h"
 #include "runtime/step_memory.h"
 
 namespace sentier {

@@ -1,4 +1,4 @@
-// pipeline_untimed.cc — the untimed stage of the pipeline (pipeline_stages.h). With nothing timed,
+// untimed.cc — the untimed stage of the pipeline (stages.h). With nothing timed,
 // kernel launches decide (verdict.h's UntimedGrowth). One rule that adds launches (split pieces
 // made slices: fewer aten ops, but each slice's backward is a fill and a copy where the split's
 // was one concatenation) would otherwise cost the model every rule that saves them. So a rewrite
@@ -7,7 +7,7 @@
 // the one it came from, and the search goes on from it until a rewrite pays, no dropped rule
 // helps, or kMaxUntimedRewrites more rewrites were made. A rewrite that took longer than
 // kMaxUntimedRewriteMs is not repeated (large models: their gate times them).
-#include "runtime/pipeline_internal.h"
+#include "runtime/pipeline/internal.h"
 
 namespace sentier {
 namespace {

@@ -1,7 +1,7 @@
 // pipeline_test.cc — the optimization pipeline's stages on a corpus model (load, rewrite, save,
 // validate, the original kept byte for byte, the output's failures) and the decide stage's
 // clauses on outcomes built by hand.
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
-#include "runtime/pipeline_decision.h"
+#include "runtime/pipeline/decision.h"
 #include "runtime/torch_settings.h"
 
 namespace sentier {

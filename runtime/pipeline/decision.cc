@@ -1,5 +1,5 @@
-// pipeline_decision.cc — the decide stage and the wording of every reason (see the header).
-#include "runtime/pipeline_decision.h"
+// decision.cc — the decide stage and the wording of every reason (see the header).
+#include "runtime/pipeline/decision.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -1,6 +1,6 @@
-// pipeline_stages.h — the stages of the optimization pipeline (runtime/pipeline.h), the request
+// stages.h — the stages of the optimization pipeline (runtime/pipeline/pipeline.h), the request
 // they serve and the result each returns; the outcome is assembled from those results in one
-// place (pipeline.cc's RunStages; the decision by pipeline_decision.h). The stages, in order:
+// place (pipeline.cc's RunStages; the decision by decision.h). The stages, in order:
 //
 //   stage     function (file)                        result           fails as
 //   load      Load (pipeline.cc)                     LoadedModel      "load failure"
@@ -10,10 +10,10 @@
 //   rewrite   Rewrite (pipeline.cc; OptimizeGraph)   OptimizeReport   "optimizer error"
 //   count     CountRewrittenOps (pipeline.cc)        OpCounts         "count failure"
 //   untimed   DropRulesThatAddLaunches               UntimedAblation  (never: the rewrite stays)
-//             (pipeline_untimed.cc)
+//             (untimed.cc)
 //   save      Save (pipeline.cc)                     -                "cannot write the output"
-//   validate  Validate (pipeline_validate.cc)        Validation       "validation failure"
-//   decide    MakeDecision (pipeline_decision.cc)    Decision         "cannot write the output"
+//   validate  Validate (validate.cc)        Validation       "validation failure"
+//   decide    MakeDecision (decision.cc)    Decision         "cannot write the output"
 //
 // load: the archive through its format (runtime/model_format.h), its sample inputs, hashes,
 //   architecture fingerprint, aten ops before;
@@ -185,7 +185,7 @@ struct Decision {
 };
 
 // Outcome: what every stage found, and the decision; assembled from the stages' results in one
-// place (pipeline.cc's RunStages, and ApplyDecision / ApplyFailure of pipeline_decision.h).
+// place (pipeline.cc's RunStages, and ApplyDecision / ApplyFailure of decision.h).
 struct Outcome {
   ReportStatus status = ReportStatus::kRejected;
   DecisionClause clause = DecisionClause::kFailed;

@@ -1,4 +1,4 @@
-// pipeline_format_test.cc — the model-format seam (runtime/model_format.h) proved with a format
+// format_test.cc — the model-format seam (runtime/model_format.h) proved with a format
 // the pipeline has never heard of: a "fake" container that wraps a TorchScript module and the
 // model's sample inputs in one file behind a header of its own. The whole pipeline (load with the
 // archive's own inputs, rewrite, count, save, validate, decide, keep the original) runs on it,
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/file_util.h"
 #include "runtime/model_format.h"
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 #include "runtime/torch_settings.h"
 
 namespace sentier {

@@ -1,10 +1,10 @@
-// pipeline_validate.cc — the validate stage of the pipeline (pipeline_stages.h): the saved
+// validate.cc — the validate stage of the pipeline (stages.h): the saved
 // artifact, loaded back through its format as users load it, against the original (outputs and
 // every gradient, EquivalenceChecker), timed on CUDA. Where the gate in this job, or a reused
 // decision's version, timed the original already, that timing is carried and the artifact is
 // timed alone, unless the artifact's timing contradicts the verdict the carried one came with.
-#include "runtime/pipeline_decision.h"
-#include "runtime/pipeline_internal.h"
+#include "runtime/pipeline/decision.h"
+#include "runtime/pipeline/internal.h"
 
 #include "absl/strings/str_cat.h"
 

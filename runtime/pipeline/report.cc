@@ -1,4 +1,4 @@
-// pipeline_report.cc — the report of an outcome (runtime/report_schema.json): the one place
+// report.cc — the report of an outcome (runtime/report_schema.json): the one place
 // where sentier_opt's --report, sentierd's report.json and model_bench's decisions get their
 // fields, and where an earlier version's report is read back for a reused decision.
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 #include "runtime/report.h"
 
 namespace sentier {

@@ -1,5 +1,5 @@
-// pipeline_internal.h — the stage functions of the optimization pipeline that more than one of its
-// files calls (the stages and their order: runtime/pipeline_stages.h). Private to the pipeline
+// internal.h — the stage functions of the optimization pipeline that more than one of its
+// files calls (the stages and their order: runtime/pipeline/stages.h). Private to the pipeline
 // library.
 #ifndef SENTIER_RUNTIME_PIPELINE_INTERNAL_H_
 #define SENTIER_RUNTIME_PIPELINE_INTERNAL_H_
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/pipeline_stages.h"
+#include "runtime/pipeline/stages.h"
 
 namespace sentier {
 
@@ -23,7 +23,7 @@ absl::StatusOr<OptimizeReport> Rewrite(const PipelineRequest& req, const RuleSet
 absl::StatusOr<OpCounts> CountRewrittenOps(const LoadedModel& loaded);
 
 // untimed: whether the ablation applies (nothing timed, the rewrite makes no fewer kernel
-// launches than the original), and the ablation itself (pipeline_untimed.cc); none where no
+// launches than the original), and the ablation itself (untimed.cc); none where no
 // rewrite without some of the rules that fired makes fewer launches.
 bool UntimedAblationApplies(const PipelineRequest& req, const LoadedModel& loaded, const Placement& placement,
                             bool gated, const OptimizeReport& report, const OpCounts& ops_after);
@@ -33,7 +33,7 @@ std::optional<UntimedAblation> DropRulesThatAddLaunches(const PipelineRequest& r
                                                         const OpCounts& ops_after);
 
 // validate: the saved artifact, loaded back through its format, against the original
-// (pipeline_validate.cc). Unavailable: the artifact's step stalls under the executor;
+// (validate.cc). Unavailable: the artifact's step stalls under the executor;
 // FailedPrecondition: the artifact does not load; InvalidArgument: not equivalent.
 absl::StatusOr<Validation> Validate(const PipelineRequest& req, const LoadedModel& loaded,
                                     const Placement& placement, const std::optional<CostSelection>& gate,

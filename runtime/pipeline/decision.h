@@ -1,4 +1,4 @@
-// pipeline_decision.h — the decide stage of the optimization pipeline (pipeline.h): which
+// decision.h — the decide stage of the optimization pipeline (pipeline.h): which
 // status an outcome gets, the clause that decided it, and the one wording of every reason.
 // Internal to the pipeline library; its test drives it with outcomes built by hand.
 //
@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "runtime/pipeline_stages.h"
+#include "runtime/pipeline/stages.h"
 
 namespace sentier {
 

@@ -12,10 +12,10 @@
 //   nlohmann::json report = BuildReport(req, out, "sentierd");
 //
 // The stages (load, reuse, place, gate, rewrite, count, untimed, save, validate, decide), their
-// results and the request: runtime/pipeline_stages.h. The model's format is behind
+// results and the request: runtime/pipeline/stages.h. The model's format is behind
 // runtime/model_format.h: no stage knows it.
-#ifndef SENTIER_RUNTIME_PIPELINE_H_
-#define SENTIER_RUNTIME_PIPELINE_H_
+#ifndef SENTIER_RUNTIME_PIPELINE_PIPELINE_H_
+#define SENTIER_RUNTIME_PIPELINE_PIPELINE_H_
 
 #include <string>
 
@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/pipeline_stages.h"
+#include "runtime/pipeline/stages.h"
 
 namespace sentier {
 
@@ -46,4 +46,4 @@ std::string ArchitectureFingerprint(const torch::jit::Graph& graph);
 
 }  // namespace sentier
 
-#endif  // SENTIER_RUNTIME_PIPELINE_H_
+#endif  // SENTIER_RUNTIME_PIPELINE_PIPELINE_H_
