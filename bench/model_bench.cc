@@ -283,6 +283,7 @@ PipelineRequest BenchRequest(const Flags& flags, const BenchModel& bm, const Pre
   req.rules = std::move(rules);
   req.options = flags.options;
   req.validate = true;
+  req.advise_layout = false;  // the bench times both layouts itself (--param_layout)
   return req;
 }
 

@@ -51,6 +51,13 @@ registry "$T/reg1"
 "$D" --once --registry="$T/reg1" --output="$T/out1" --poll_interval_ms=50 >"$T/log1" 2>&1 \
   || { fail "defaults: exit $?"; tail -20 "$T/log1"; }
 expect_optimized "$T/out1" defaults
+# The owner of a towers model published in the original layout is told what the stacked layout
+# would give: in report.json (with the setting that publishes it), in the log and on /metrics.
+adv="$T/out1/towers/1/report.json"
+grep -q '"stacked_layout_advice"' "$adv" && grep -q '"setting": "{\\"param_layout\\": \\"stacked\\"}"' "$adv" \
+  && ok "the report names the stacked layout's gain and its setting" || fail "no stacked_layout_advice in $(cat "$adv")"
+grep -q '\[towers/1\] job: the stacked parameter layout (.*kernel launches per training step against the original' "$T/log1" \
+  && ok "the log says what the stacked layout would give" || fail "no stacked-layout line in the log"
 
 # 2. The gate on, with its default memory policy.
 registry "$T/reg2"

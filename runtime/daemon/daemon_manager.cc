@@ -508,6 +508,22 @@ void DaemonManager::CompleteReport(const Job& job, double seconds, nlohmann::jso
 // Counts a recorded result in the metrics: its status and decision, the job's, the gate's and
 // the validation's times, and the speed-up of what is published for the model (the training step
 // as validated for an optimized version; 1 for an unchanged one, whose artifact is the original).
+namespace {
+
+// ReadStackedLayoutGain: report.json's stacked_layout_advice as the gauge's ratios.
+void ReadStackedLayoutGain(const nlohmann::json& report, PublishedVersion* p) {
+  if (!report.contains("stacked_layout_advice") || !report.at("stacked_layout_advice").is_object()) return;
+  const nlohmann::json& a = report.at("stacked_layout_advice");
+  if (a.contains("speedup") && a.at("speedup").is_number()) p->stacked_layout_gain["training_step"] = a.at("speedup").get<double>();
+  const nlohmann::json* launches = a.contains("kernel_launches_per_training_step") ? &a.at("kernel_launches_per_training_step") : nullptr;
+  if (launches != nullptr && launches->is_object() && launches->value("stacked", 0) > 0) {
+    p->stacked_layout_gain["kernel_launches"] =
+        static_cast<double>(launches->value("original", 0)) / launches->value("stacked", 1);
+  }
+}
+
+}  // namespace
+
 void DaemonManager::CountPublished(ReportStatus status, const nlohmann::json& report,
                                    double seconds, bool timing_fallback) {
   PublishedVersion p;
@@ -523,6 +539,7 @@ void DaemonManager::CountPublished(ReportStatus status, const nlohmann::json& re
     }
     return t->at(stage).get<double>() / 1000.0;
   };
+  ReadStackedLayoutGain(report, &p);
   p.gate_seconds = stage_seconds("select");
   p.validation_seconds = stage_seconds("validate");
   if (status == ReportStatus::kUnchanged) {

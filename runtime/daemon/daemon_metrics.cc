@@ -91,6 +91,13 @@ DaemonMetrics::DaemonMetrics() : registry_(std::make_shared<prometheus::Registry
                          .Help("Training-step speed-up (original time / published time) of the "
                                "last recorded version per model; at most 1000 models.")
                          .Register(r);
+  stacked_gain_family_ = &prometheus::BuildGauge()
+                              .Name("sentierd_model_stacked_layout_gain_ratio")
+                              .Help("What the stacked parameter layout would give a model published in "
+                                    "the original layout: measure=kernel_launches (original / stacked "
+                                    "per training step) or training_step (the timed speed-up, CUDA); "
+                                    "its sentier.json setting is in report.json stacked_layout_advice.")
+                              .Register(r);
   models_dropped_ = &AddCounter(
       r, "sentierd_metrics_models_dropped_total",
       "Speed-ups not exported because 1000 models already have a sentierd_model_speedup_ratio "
@@ -112,8 +119,17 @@ void DaemonMetrics::CountPublished(const PublishedVersion& v) {
   job_seconds_->Observe(v.job_seconds);
   if (v.gate_seconds) gate_seconds_->Observe(*v.gate_seconds);
   if (v.validation_seconds) validation_seconds_->Observe(*v.validation_seconds);
-  if (!v.speedup) return;
   std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [measure, ratio] : v.stacked_layout_gain) {
+    auto key = std::make_pair(v.model, measure);
+    auto gain = stacked_gain_.find(key);
+    if (gain == stacked_gain_.end()) {
+      if (static_cast<int>(stacked_gain_.size()) >= 2 * kMaxModelSeries) continue;
+      gain = stacked_gain_.emplace(key, &stacked_gain_family_->Add({{"model", v.model}, {"measure", measure}})).first;
+    }
+    gain->second->Set(ratio);
+  }
+  if (!v.speedup) return;
   auto it = speedup_.find(v.model);
   if (it == speedup_.end()) {
     if (static_cast<int>(speedup_.size()) >= kMaxModelSeries) {
@@ -190,6 +206,14 @@ std::optional<double> DaemonMetrics::model_speedup(const std::string& model) con
   std::lock_guard<std::mutex> l(mu_);
   auto it = speedup_.find(model);
   if (it == speedup_.end()) return std::nullopt;
+  return it->second->Value();
+}
+
+std::optional<double> DaemonMetrics::model_stacked_layout_gain(const std::string& model,
+                                                              const std::string& measure) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = stacked_gain_.find(std::make_pair(model, measure));
+  if (it == stacked_gain_.end()) return std::nullopt;
   return it->second->Value();
 }
 

@@ -24,6 +24,10 @@
 //   sentierd_queue_depth, sentierd_jobs_in_flight        gauges
 //   sentierd_last_successful_poll_timestamp_seconds      gauge, integer Unix time
 //   sentierd_model_speedup_ratio{model}                  gauge, at most kMaxModelSeries models
+//   sentierd_model_stacked_layout_gain_ratio{model,measure}  gauge: what the stacked parameter
+//       layout would give a model published in the original layout (report.json
+//       stacked_layout_advice): measure="kernel_launches" (original / stacked per training step,
+//       counted) and, where timed (CUDA), measure="training_step" (the step's speed-up)
 //   sentierd_metrics_models_dropped_total                speed-ups not exported (over the bound)
 #ifndef SENTIER_RUNTIME_DAEMON_DAEMON_METRICS_H_
 #define SENTIER_RUNTIME_DAEMON_DAEMON_METRICS_H_
@@ -61,6 +65,8 @@ struct PublishedVersion {
   // published); none for a rejection (the earlier value stays).
   std::optional<double> speedup;
   bool timing_fallback = false;
+  // report.json stacked_layout_advice: measure ("kernel_launches", "training_step") -> ratio.
+  std::map<std::string, double> stacked_layout_gain;
 };
 
 class DaemonMetrics {
@@ -105,6 +111,8 @@ class DaemonMetrics {
   int64_t last_successful_poll() const;  // 0 before the first
   // model_speedup: the exported speed-up of `model`, none when it has no series.
   std::optional<double> model_speedup(const std::string& model) const;
+  // model_stacked_layout_gain: the exported gain of the stacked layout for `model` by `measure`.
+  std::optional<double> model_stacked_layout_gain(const std::string& model, const std::string& measure) const;
   int64_t models_dropped() const;
 
  private:
@@ -125,6 +133,8 @@ class DaemonMetrics {
 
   mutable std::mutex mu_;  // guards the members below
   std::map<std::string, prometheus::Gauge*> speedup_;  // at most kMaxModelSeries
+  prometheus::Family<prometheus::Gauge>* stacked_gain_family_;
+  std::map<std::pair<std::string, std::string>, prometheus::Gauge*> stacked_gain_;  // (model, measure)
   bool rules_loaded_ = false;
   bool polled_ = false;
 };

@@ -187,6 +187,20 @@ TEST(DaemonMetricsTest, SpeedupPerModelIsBounded) {
             "sentierd_metrics_models_dropped_total 3");
 }
 
+TEST(DaemonMetricsTest, StackedLayoutGainPerModelAndMeasure) {
+  DaemonMetrics m;
+  EXPECT_FALSE(absl::StrContains(m.Render(), "sentierd_model_stacked_layout_gain_ratio{"));
+  PublishedVersion v = Version("seed", "optimized", 2);
+  v.stacked_layout_gain["kernel_launches"] = 8.0;
+  v.stacked_layout_gain["training_step"] = 5.5;
+  m.CountPublished(v);
+  EXPECT_EQ(m.model_stacked_layout_gain("seed", "kernel_launches"), 8.0);
+  EXPECT_EQ(m.model_stacked_layout_gain("seed", "training_step"), 5.5);
+  EXPECT_FALSE(m.model_stacked_layout_gain("other", "kernel_launches"));
+  EXPECT_EQ(Line(m.Render(), "sentierd_model_stacked_layout_gain_ratio{measure=\"training_step\",model=\"seed\"}"),
+            "sentierd_model_stacked_layout_gain_ratio{measure=\"training_step\",model=\"seed\"} 5.5");
+}
+
 TEST(DaemonMetricsTest, ReadyOnceRulesAreLoadedAndAPollSucceeded) {
   DaemonMetrics m;
   EXPECT_TRUE(absl::StrContains(m.NotReadyReason(), "no rule set")) << m.NotReadyReason();

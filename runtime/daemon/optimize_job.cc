@@ -107,6 +107,7 @@ int RunOptimizeJob(const JobSpec& spec) {
     return kJobExitOutputFailed;
   }
   if (!out.placement.device_note.empty()) LOG(WARNING) << Tag(spec) << out.placement.device_note;
+  if (out.stacked_layout) LOG(INFO) << Tag(spec) << StackedLayoutAdviceText(*out.stacked_layout, out.loaded->ops);
   return WriteJobReport(spec, BuildReport(req, out, "sentierd"));
 }
 

@@ -39,6 +39,13 @@ absl::StatusOr<Validation> Validate(const PipelineRequest& req, const LoadedMode
                                     const Placement& placement, const std::optional<CostSelection>& gate,
                                     std::optional<int64_t> reused_from);
 
+// advise: whether it applies (the original layout asked for, a module with sample inputs whose
+// ops were counted), and the advice itself (advise.cc); none where nothing would be stored stacked.
+bool AdviceApplies(const PipelineRequest& req, const LoadedModel& loaded);
+std::optional<StackedLayoutAdvice> AdviseStackedLayout(const PipelineRequest& req, const LoadedModel& original,
+                                                       const std::shared_ptr<const RuleSet>& rules,
+                                                       const Placement& placement);
+
 }  // namespace sentier
 
 #endif  // SENTIER_RUNTIME_PIPELINE_INTERNAL_H_

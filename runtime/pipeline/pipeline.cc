@@ -364,7 +364,15 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
   return RunRewriteStages(req, rules, out);
 }
 
-// Finish: the decision; an unchanged artifact is the original; the artifact's hash.
+// RunAdvice: the advise stage, where it applies, on a model that was not rejected.
+void RunAdvice(const PipelineRequest& req, Outcome* out) {
+  if (out->status == ReportStatus::kRejected || !AdviceApplies(req, *out->loaded)) return;
+  auto t0 = Clock::now();
+  out->stacked_layout = AdviseStackedLayout(req, *out->loaded, req.rules, out->placement);
+  out->timings_ms["advise"] = MsSince(t0);
+}
+
+// Finish: the decision; an unchanged artifact is the original; the artifact's hash; the advice.
 void Finish(const PipelineRequest& req, Outcome* out) {
   Decide(req, out);
   if (out->status == ReportStatus::kUnchanged) {
@@ -373,10 +381,11 @@ void Finish(const PipelineRequest& req, Outcome* out) {
       return Fail(PipelineStage::kDecide, "cannot write the output", kept, /*output=*/true, out);
     }
   }
-  if (req.artifact_path.empty()) return;
+  if (req.artifact_path.empty()) return RunAdvice(req, out);
   auto sha = Sha256OfFile(req.artifact_path);
   if (!sha.ok()) return Fail(PipelineStage::kDecide, "cannot write the output", sha.status(), /*output=*/true, out);
   out->artifact_sha256 = *sha;
+  RunAdvice(req, out);
 }
 }  // namespace
 

@@ -86,6 +86,36 @@ TEST(PipelineTest, TowersAreOptimizedValidatedAndReported) {
   EXPECT_EQ(j["kernel_launches_per_training_step_after"], out.ops_after.launches_training_step);
 }
 
+// The advise stage: a model published in the original layout whose towers' parameters the
+// batching rules could store stacked is told what the stacked layout would give (kernel launches
+// per training step, counted on the CPU) and the setting that publishes it; asked for the stacked
+// layout, or on a model with nothing to stack, there is no advice.
+TEST(PipelineTest, TheOriginalLayoutIsToldWhatTheStackedLayoutWouldGive) {
+  PipelineRequest req = TowersRequest("towers_advised.pt");
+  Outcome out = OptimizeModel(req);
+  ASSERT_FALSE(out.failed_stage) << out.reason;
+  ASSERT_TRUE(out.stacked_layout);
+  EXPECT_GT(out.stacked_layout->stacked_parameters, 0);
+  EXPECT_GT(out.stacked_layout->ops.launches_training_step, 0);
+  EXPECT_LT(out.stacked_layout->ops.launches_training_step, out.loaded->ops.launches_training_step);
+  EXPECT_LT(out.stacked_layout->step_ms, 0);  // not timed on the CPU
+  nlohmann::json j = BuildReport(req, out, "test");
+  ASSERT_TRUE(j.contains("stacked_layout_advice")) << j.dump(2);
+  EXPECT_EQ(j["stacked_layout_advice"]["setting"], kStackedLayoutSetting);
+  EXPECT_EQ(j["stacked_layout_advice"]["kernel_launches_per_training_step"]["stacked"],
+            out.stacked_layout->ops.launches_training_step);
+  const std::string text = StackedLayoutAdviceText(*out.stacked_layout, out.loaded->ops);
+  EXPECT_NE(text.find("{\"param_layout\": \"stacked\"} in the model's sentier.json"), std::string::npos) << text;
+  EXPECT_NE(text.find("sentier_state"), std::string::npos) << text;
+
+  PipelineRequest stacked = TowersRequest("towers_stacked.pt");
+  stacked.options.param_layout = ParameterLayout::kStacked;
+  Outcome s = OptimizeModel(stacked);
+  ASSERT_FALSE(s.failed_stage) << s.reason;
+  EXPECT_FALSE(s.stacked_layout);
+  EXPECT_FALSE(BuildReport(stacked, s, "test").contains("stacked_layout_advice"));
+}
+
 // Optimus' mutate_cat shape (the conformance set's mutate_cat_explicit): runs of split pieces
 // catted, pieces also read by other cats. Every rule together makes more kernel launches per
 // training step than the original (one rule turns pieces into slices, whose backward is a fill

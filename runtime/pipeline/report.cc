@@ -191,6 +191,30 @@ void ReadReferenceStep(const nlohmann::json& report, ReusableDecision* d) {
   d->reference_timing = val["timing"].get<std::string>();
 }
 
+// AddStackedLayoutAdvice: what the stacked layout would give (the advise stage), with the setting.
+void AddStackedLayoutAdvice(const Outcome& out, nlohmann::json* j) {
+  if (!out.stacked_layout || !out.loaded) return;
+  const StackedLayoutAdvice& a = *out.stacked_layout;
+  const OpCounts& before = out.loaded->ops;
+  nlohmann::json advice = {{"stacked_parameters", a.stacked_parameters},
+                           {"setting", kStackedLayoutSetting},
+                           {"checkpoints", "sentier_state --artifact=A.pt --to_original|--from_original"},
+                           {"summary", StackedLayoutAdviceText(a, before)}};
+  if (a.ops.launches_training_step >= 0) {
+    advice["kernel_launches_per_training_step"] = {{"original", before.launches_training_step},
+                                                   {"stacked", a.ops.launches_training_step}};
+  }
+  advice["kernel_launches_per_forward"] = {{"original", before.launches_forward}, {"stacked", a.ops.launches_forward}};
+  if (a.step_ms > 0 && a.original_step_ms > 0) {
+    advice["step_ms"] = {{"original", a.original_step_ms}, {"stacked", a.step_ms}};
+    advice["peak_bytes"] = {{"original", a.original_peak_bytes}, {"stacked", a.peak_bytes}};
+    advice["speedup"] = a.original_step_ms / a.step_ms;
+    advice["timing"] = std::string(StepTimingName(a.timing));
+  }
+  if (!a.timing_error.empty()) advice["timing_error"] = a.timing_error;
+  (*j)["stacked_layout_advice"] = advice;
+}
+
 }  // namespace
 
 // MemoryPolicyKey: the memory policy and its figures, as a reused decision is compared.
@@ -216,6 +240,7 @@ nlohmann::json BuildReport(const PipelineRequest& req, const Outcome& out, absl:
   }
   AddOpCounts(out, &j);
   AddValidation(req, out, &j);
+  AddStackedLayoutAdvice(out, &j);
   j["status"] = std::string(ReportStatusName(out.status));
   j["reason"] = out.reason;
   j["decision"] = std::string(DecisionClauseName(out.clause));

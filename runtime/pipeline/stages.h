@@ -13,6 +13,8 @@
 //             (untimed.cc)
 //   save      Save (pipeline.cc)                     -                "cannot write the output"
 //   validate  Validate (validate.cc)        Validation       "validation failure"
+//   advise    AdviseStackedLayout            StackedLayoutAdvice  (never: no advice)
+//             (advise.cc)
 //   decide    MakeDecision (decision.cc)    Decision         "cannot write the output"
 //
 // load: the archive through its format (runtime/model_format.h), its sample inputs, hashes,
@@ -26,6 +28,8 @@
 // save: the artifact, written atomically through its format;
 // validate: the saved artifact, loaded back as users load it, against the original
 //   (EquivalenceChecker; timed on CUDA);
+// advise: where the original parameter layout was asked for, what the stacked layout would give
+//   (counted; timed on CUDA): the report and the log say so, with the setting that publishes it;
 // decide: optimized, unchanged (and why: the clause that decided) or rejected. When the decision
 //   is "unchanged" the artifact is the original, byte for byte (ModelFormat::KeepOriginal).
 #ifndef SENTIER_RUNTIME_PIPELINE_STAGES_H_
@@ -108,6 +112,8 @@ struct PipelineRequest {
   // Where the artifact goes (.pt, or .ir for a text-IR model); empty: not written.
   std::string artifact_path;
   bool validate = false;  // the saved artifact against the original (EquivalenceChecker)
+  // The advise stage: with the original layout, also measure what the stacked layout would give.
+  bool advise_layout = true;
 };
 
 // PipelineStage: where a pipeline stopped without a decision (the table above).
@@ -175,6 +181,26 @@ struct Validation {
   std::string reference_retimed;
 };
 
+// kStackedLayoutSetting: the sentier.json line that publishes a model in the stacked layout.
+inline constexpr char kStackedLayoutSetting[] = R"({"param_layout": "stacked"})";
+
+// StackedLayoutAdvice (advise stage): what the stacked parameter layout would give a model
+// published in the original layout (the same rules, every one; nothing of it is published).
+struct StackedLayoutAdvice {
+  int64_t stacked_parameters = 0;  // the stacks it would store
+  OpCounts ops;                    // aten ops and kernel launches of its rewrite
+  // On a timed device (CUDA): its judged step (training step; forward in inference mode) and the
+  // original's, timed alternated, and the peaks; -1 where not timed.
+  double step_ms = -1.0, original_step_ms = -1.0;
+  int64_t peak_bytes = -1, original_peak_bytes = -1;
+  StepTiming timing = StepTiming::kInterpreter;
+  std::string timing_error;  // why it could not be timed, where it was to be
+};
+
+// StackedLayoutAdviceText: one sentence for the log and the tools: what it would give against the
+// original's counts, and the setting that publishes it.
+std::string StackedLayoutAdviceText(const StackedLayoutAdvice& advice, const OpCounts& original);
+
 // Decision (decide stage): the status, the clause that decided and the reason.
 struct Decision {
   ReportStatus status = ReportStatus::kRejected;
@@ -218,6 +244,7 @@ struct Outcome {
   std::vector<std::string> untimed_dropped;
   int64_t untimed_dropped_launches = -1;
   std::optional<Validation> validation;
+  std::optional<StackedLayoutAdvice> stacked_layout;  // the advise stage's, where it applied
   int64_t rewrites = 0;
   std::string artifact_sha256;
   std::map<std::string, double> timings_ms;  // load, select (the gate), optimize, save, validate
