@@ -1516,15 +1516,7 @@ def write_archives(name: str, module: nn.Module, args, model_dir: str, traceable
     files.append("scripted.pt %s KB" % _kb(path))
     traced_path = os.path.join(model_dir, "traced.pt")
     if traceable:
-        traced = torch.jit.trace(copy.deepcopy(module), copy.deepcopy(tuple(args)),
-                                 strict=trace_strict)
-        with torch.no_grad():
-            got = traced(*copy.deepcopy(args))
-        if not _same(expected, got):
-            raise RuntimeError("%s: traced output differs from eager" % name)
-        _restore(traced, state)
-        torch.jit.save(traced, traced_path)
-        files.append("traced.pt %s KB" % _kb(traced_path))
+        _write_traced(name, module, args, model_dir, expected, state, files, trace_strict)
     elif os.path.exists(traced_path):
         os.remove(traced_path)
 
