@@ -871,10 +871,17 @@ class Gen {
         col_shapes.push_back({bsz});
       }
     }
+    // Lookups on ids of one field each ([B]) are sometimes unsqueezed on dim 1 and joined into
+    // [B, k, d], as CTR libraries write them (cat_of_unsqueezed_lookups). Decided without a draw,
+    // so that the graphs drawn after stay those of the other motifs.
+    bool joined = !pool && k >= 2 && next_ % 4 == 0;
+    for (const Shape& c : col_shapes) joined = joined && c.size() == 1;
+    std::vector<std::string> looked_up;
     for (int64_t i = 0; i < k; ++i) {
       int64_t width = P(0.85) ? d : R(1, 6);
+      if (joined) width = d;
       std::string w = Param({R(4, 9), width});
-      std::string pad = Int(P(0.9) ? -1 : 0);
+      std::string pad = Int(P(0.9) || joined ? -1 : 0);
       std::string y = Fresh();
       Emit(y + " : Tensor", absl::StrCat("aten::embedding(", w, ", ", cols[i], ", ", pad, ", ",
                                         Bool(false), ", ", Bool(false), ")"));
@@ -893,10 +900,28 @@ class Gen {
         Add(p, {col_shapes[i][0], width}, false);
         continue;
       }
+      if (joined) {
+        looked_up.push_back(y);
+        continue;
+      }
       Shape out = col_shapes[i];
       out.push_back(width);
       Add(y, out, false);
     }
+    if (joined) JoinLookups(looked_up, col_shapes[0][0], d);
+  }
+
+  // JoinLookups: cat([unsqueeze(y, 1) for y in looked_up], 1), a [batch, n, width] value.
+  void JoinLookups(const std::vector<std::string>& looked_up, int64_t batch, int64_t width) {
+    std::vector<std::string> unsqueezed;
+    for (const std::string& y : looked_up) {
+      unsqueezed.push_back(Fresh());
+      Emit(unsqueezed.back() + " : Tensor", absl::StrCat("aten::unsqueeze(", y, ", ", Int(1), ")"));
+    }
+    std::string l = Fresh(), c = Fresh();
+    Emit(l + " : Tensor[]", absl::StrCat("prim::ListConstruct(", absl::StrJoin(unsqueezed, ", "), ")"));
+    Emit(c + " : Tensor", absl::StrCat("aten::cat(", l, ", ", Int(1), ")"));
+    Add(c, {batch, static_cast<int64_t>(looked_up.size()), width}, false);
   }
 
   // embedding_bag calls over 1-D indices and offsets, one per feature (nn.EmbeddingBag in a
