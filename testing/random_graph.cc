@@ -906,9 +906,25 @@ class Gen {
       }
       Shape out = col_shapes[i];
       out.push_back(width);
+      if (i == 0 && next_ % 5 == 0) {  // flattened by its batch size read off the lookup
+        ViewByLookupSize(y, out);
+        continue;
+      }
       Add(y, out, false);
     }
     if (joined) JoinLookups(looked_up, col_shapes[0][0], d);
+  }
+
+  // ViewByLookupSize: view(y, [size(y, 0), -1]), the batch size read off the lookup (decided
+  // without a draw, as JoinLookups).
+  void ViewByLookupSize(const std::string& y, const Shape& shape) {
+    std::string b = Fresh(), dims = Fresh(), v = Fresh();
+    Emit(b + " : int", absl::StrCat("aten::size(", y, ", ", Int(0), ")"));
+    Emit(dims + " : int[]", absl::StrCat("prim::ListConstruct(", b, ", ", Int(-1), ")"));
+    Emit(v + " : Tensor", absl::StrCat("aten::view(", y, ", ", dims, ")"));
+    int64_t rest = 1;
+    for (size_t k = 1; k < shape.size(); ++k) rest *= shape[k];
+    Add(v, {shape[0], rest}, false);
   }
 
   // JoinLookups: cat([unsqueeze(y, 1) for y in looked_up], 1), a [batch, n, width] value.
