@@ -1505,15 +1505,8 @@ def write_archives(name: str, module: nn.Module, args, model_dir: str, traceable
     if not scriptable:  # traced only (the model iterates over Python objects in forward)
         _write_traced(name, module, args, model_dir, expected, state, files, trace_strict)
         return
-    scripted = torch.jit.script(copy.deepcopy(module))
-    with torch.no_grad():
-        got = scripted(*copy.deepcopy(args))
-    if not _same(expected, got):
-        raise RuntimeError("%s: scripted output differs from eager" % name)
-    _restore(scripted, state)
-    path = os.path.join(model_dir, "scripted.pt")
-    torch.jit.save(scripted, path)
-    files.append("scripted.pt %s KB" % _kb(path))
+    _save_checked(name, "scripted", torch.jit.script(copy.deepcopy(module)), args, expected, state,
+                  model_dir, files)
     traced_path = os.path.join(model_dir, "traced.pt")
     if traceable:
         _write_traced(name, module, args, model_dir, expected, state, files, trace_strict)
@@ -1523,16 +1516,23 @@ def write_archives(name: str, module: nn.Module, args, model_dir: str, traceable
 
 def _write_traced(name: str, module: nn.Module, args, model_dir: str, expected, state,
                   files: List[str], trace_strict: bool) -> None:
-    """traced.pt alone, checked against the eager module, with the freshly built state."""
+    """traced.pt, checked against the eager module, with the freshly built state."""
     traced = torch.jit.trace(copy.deepcopy(module), copy.deepcopy(tuple(args)), strict=trace_strict)
+    _save_checked(name, "traced", traced, args, expected, state, model_dir, files)
+
+
+def _save_checked(name: str, kind: str, compiled, args, expected, state, model_dir: str,
+                  files: List[str]) -> None:
+    """model_dir/<kind>.pt: `compiled` checked against the eager module's output on `args`, then
+    saved with the freshly built parameters and buffers."""
     with torch.no_grad():
-        got = traced(*copy.deepcopy(args))
+        got = compiled(*copy.deepcopy(args))
     if not _same(expected, got):
-        raise RuntimeError("%s: traced output differs from eager" % name)
-    _restore(traced, state)
-    path = os.path.join(model_dir, "traced.pt")
-    torch.jit.save(traced, path)
-    files.append("traced.pt %s KB" % _kb(path))
+        raise RuntimeError("%s: %s output differs from eager" % (name, kind))
+    _restore(compiled, state)
+    path = os.path.join(model_dir, kind + ".pt")
+    torch.jit.save(compiled, path)
+    files.append("%s.pt %s KB" % (kind, _kb(path)))
 
 
 def make_one(name: str, out_dir: str, batch: int, inputs_only: bool) -> None:
