@@ -190,10 +190,10 @@ absl::StatusOr<sentier::PipelineRequest> BuildRequest(std::shared_ptr<const sent
   if (req.options.param_layout == sentier::ParameterLayout::kStacked && !pt) {
     return absl::InvalidArgumentError("--param_layout=stacked needs a .pt model");
   }
-  // The gate runs only when asked; without it nothing runs on the device.
-  if (req.options.gate == sentier::Gate::kAuto) req.options.gate = sentier::Gate::kOff;
-  if (req.options.gate == sentier::Gate::kOff) req.options.device = sentier::Device::kCpu;
-  if (req.options.gate == sentier::Gate::kOn && (FLAGS_inputs.empty() || !pt)) {
+  // The gate runs where asked (auto: on CUDA); without it nothing runs on the device.
+  const bool gate = sentier::GateOn(req.options);
+  if (!gate) req.options.device = sentier::Device::kCpu;
+  if (gate && (FLAGS_inputs.empty() || !pt)) {
     return absl::InvalidArgumentError("--gate=on (--cost=measure) needs a .pt model and --inputs");
   }
   return req;
