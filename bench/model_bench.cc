@@ -56,7 +56,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/models.h"
 #include "passes/optimizer.h"
-#include "runtime/cost_selection.h"
+#include "runtime/gate.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"

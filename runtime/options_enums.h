@@ -40,7 +40,7 @@ absl::StatusOr<ParameterLayout> ParseParameterLayout(absl::string_view text);
 absl::string_view ParameterLayoutName(ParameterLayout layout);
 
 // Gate: whether the gate runs, the timed selection of the rules that make a step faster
-// (runtime/cost_selection.h): --gate, auto = on when the model is timed on CUDA.
+// (runtime/gate.h): --gate, auto = on when the model is timed on CUDA.
 enum class Gate { kAuto, kOn, kOff };
 absl::StatusOr<Gate> ParseGate(absl::string_view text);  // auto | on | off
 absl::string_view GateName(Gate gate);

@@ -1,6 +1,6 @@
 // verdict.h — the one place that decides whether a measured model is faster than the original
 // and whether its peak memory is acceptable: the memory policy. The gate's rule selection
-// (cost_selection.cc) and the pipeline's decide stage (pipeline/decision.cc) call it, with the
+// (gate.cc) and the pipeline's decide stage (pipeline/decision.cc) call it, with the
 // same margins.
 //
 //   StepFigures original{.ms = 40.8, .peak_bytes = 196 << 20};

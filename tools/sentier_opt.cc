@@ -35,7 +35,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "passes/optimizer.h"
-#include "runtime/cost_selection.h"
+#include "runtime/gate.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
 #include "tools/flags.h"

@@ -27,7 +27,7 @@ Decision Settle(ReportStatus status, DecisionClause clause, std::string reason, 
 
 // GateReason: why the gate kept no rule (`sel.faster` is false).
 std::pair<DecisionClause, std::string> GateReason(const PipelineRequest& req, const VerdictMargins& margins,
-                                                  const CostSelection& sel, absl::string_view device) {
+                                                  const GateSelection& sel, absl::string_view device) {
   const std::string figures = absl::StrFormat(
       "best %.3f ms vs %.3f ms original, peak %.1f vs %.1f MiB per %s on %s", sel.optimized_ms,
       sel.original_ms, MiB(sel.optimized_peak_bytes), MiB(sel.original_peak_bytes), StepName(req.options.mode), device);
@@ -96,7 +96,7 @@ Decision JudgeTimed(const PipelineRequest& req, const Outcome& out, const std::s
 }
 
 // GateMemory: the memory policy's judgement of the gate's selection (its judged step).
-MemoryJudgement GateMemory(const CostSelection& sel, const VerdictMargins& margins) {
+MemoryJudgement GateMemory(const GateSelection& sel, const VerdictMargins& margins) {
   return JudgeMemory({sel.OriginalStepMs(), sel.original_peak_bytes},
                      {sel.OptimizedStepMs(), sel.optimized_peak_bytes}, margins);
 }
@@ -123,7 +123,7 @@ std::string WhyTimeTheOriginalAgain(const PipelineRequest& req, const CheckRepor
 
 std::string MemoryHint(const PipelineRequest& req, const Outcome& out) {
   if (!out.selection || out.selection->margin_for_all_rules < 0) return "";
-  const CostSelection& sel = *out.selection;
+  const GateSelection& sel = *out.selection;
   std::string forward;
   if (req.options.mode == ValidationMode::kBoth && sel.all_rules_forward_peak_bytes >= 0) {
     forward = absl::StrFormat("; forward peak %.1f vs %.1f MiB", MiB(sel.all_rules_forward_peak_bytes),

@@ -36,7 +36,7 @@ std::optional<UntimedAblation> DropRulesThatAddLaunches(const PipelineRequest& r
 // (validate.cc). Unavailable: the artifact's step stalls under the executor;
 // FailedPrecondition: the artifact does not load; InvalidArgument: not equivalent.
 absl::StatusOr<Validation> Validate(const PipelineRequest& req, const LoadedModel& loaded,
-                                    const Placement& placement, const std::optional<CostSelection>& gate,
+                                    const Placement& placement, const std::optional<GateSelection>& gate,
                                     std::optional<int64_t> reused_from);
 
 // advise: whether it applies (the original layout asked for, a module with sample inputs whose

@@ -41,7 +41,7 @@ struct PipelineOptions {
   ParameterLayout param_layout = ParameterLayout::kOriginal;
   // Where the model is validated and the gate times (auto resolved: ResolveDevice).
   Device device = Device::kCpu;
-  // The gate (runtime/cost_selection.h): keep only the rules that make the judged step faster on
+  // The gate (runtime/gate.h): keep only the rules that make the judged step faster on
   // the device. auto: on when the device is CUDA (GateOn). sentier_opt: off.
   Gate gate = Gate::kAuto;
   // The memory policy (runtime/verdict.h): NaN is the default policy (a step's time x peak memory

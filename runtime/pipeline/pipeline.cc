@@ -198,8 +198,8 @@ absl::StatusOr<Placement> Place(const PipelineRequest& req, const LoadedModel& l
 
 // ---- gate ----------------------------------------------------------------------------------
 
-CostOptions GateOptions(const PipelineRequest& req, const Placement& placement) {
-  CostOptions cost;
+GateRunOptions GateOptions(const PipelineRequest& req, const Placement& placement) {
+  GateRunOptions cost;
   cost.device = placement.device;
   cost.training = IsTrainingStep(req.options.mode);
   cost.inference_too = req.options.mode == ValidationMode::kBoth;
@@ -212,10 +212,10 @@ CostOptions GateOptions(const PipelineRequest& req, const Placement& placement) 
   return cost;
 }
 
-absl::StatusOr<CostSelection> Gate(const PipelineRequest& req, const LoadedModel& loaded,
+absl::StatusOr<GateSelection> Gate(const PipelineRequest& req, const LoadedModel& loaded,
                                    const Placement& placement) {
   const std::vector<c10::IValue>& timed_inputs = req.timing_inputs ? *req.timing_inputs : loaded.inputs;
-  return SelectRulesByMeasurement(*loaded.format, req.model_path, timed_inputs, *req.rules,
+  return RunGate(*loaded.format, req.model_path, timed_inputs, *req.rules,
                                   GateOptions(req, placement));
 }
 

@@ -318,7 +318,7 @@ graph(%x : Float(4, 6)):
 
 TEST(PipelineDecisionTest, TheGateClauseThatKeptNoRule) {
   PipelineRequest req;
-  CostSelection sel;
+  GateSelection sel;
   sel.faster = false;
   sel.original_ms = 2.0;
   sel.optimized_ms = 2.1;

@@ -50,7 +50,7 @@ void AddOptimization(const OptimizeReport& report, nlohmann::json* j) {
 }
 
 // AddSelection: the gate's measurements under "selection".
-void AddSelection(const CostSelection& selection, Device device, ValidationMode mode,
+void AddSelection(const GateSelection& selection, Device device, ValidationMode mode,
                   nlohmann::json* j) {
   (*j)["selection"] = {{"device", std::string(DeviceName(device))},
                        {"mode", std::string(ValidationModeName(mode))},

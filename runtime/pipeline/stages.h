@@ -6,7 +6,7 @@
 //   load      Load (pipeline.cc)                     LoadedModel      "load failure"
 //   reuse     Reuse (pipeline.cc)                    Reuse            (never: the full search)
 //   place     Place (pipeline.cc)                    Placement        "placement failure"
-//   gate      Gate (pipeline.cc; cost_selection.h)   CostSelection    "rule selection failed"
+//   gate      Gate (pipeline.cc; gate.h)   GateSelection    "rule selection failed"
 //   rewrite   Rewrite (pipeline.cc; OptimizeGraph)   OptimizeReport   "optimizer error"
 //   count     CountRewrittenOps (pipeline.cc)        OpCounts         "count failure"
 //   untimed   DropRulesThatAddLaunches               UntimedAblation  (never: the rewrite stays)
@@ -21,7 +21,7 @@
 //   architecture fingerprint, aten ops before;
 // reuse: an earlier version's decision, where architecture, rules and options are the same;
 // place: the device the job validates and times on (CPU when the model fails on CUDA);
-// gate: the rules that make the judged step faster on the device (CostSelection);
+// gate: the rules that make the judged step faster on the device (GateSelection);
 // rewrite: canonicalize, rules to a fixpoint, stored stacked parameters (OptimizeGraph);
 // count: aten ops and kernel launches per forward and per training step of the result;
 // untimed: with nothing timed, the rewrite again without the rules that add kernel launches;
@@ -47,7 +47,7 @@
 #include "absl/status/statusor.h"
 #include "passes/optimizer.h"
 #include "passes/rule_set.h"
-#include "runtime/cost_selection.h"
+#include "runtime/gate.h"
 #include "runtime/decision_clause.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/model_format.h"
@@ -173,7 +173,7 @@ struct Validation {
   // Where the original's step figures came from a reused decision's version instead of a
   // timing here (ReusableDecision::reference_step_ms).
   std::optional<int64_t> reference_from_version;
-  // Where they came from the gate's last timing of the original in this job (CostSelection::
+  // Where they came from the gate's last timing of the original in this job (GateSelection::
   // last_original_step_ms): the original is not timed again here.
   bool reference_from_gate = false;
   // Why the original was timed here after all, alternated with the artifact (empty: it was not,
@@ -228,7 +228,7 @@ struct Outcome {
   // The validation's timing found the artifact's step making no progress under the executor
   // while the original's finished (EquivalenceChecker: Unavailable): why it is not published.
   std::string executor_stall;
-  std::optional<CostSelection> selection;
+  std::optional<GateSelection> selection;
   // The reuse stage: the version whose decision was reused, or why none was (report.json
   // "decision_reuse").
   std::optional<int64_t> reused_from;

@@ -21,7 +21,7 @@ struct CarriedReference {
   std::optional<int64_t> version;  // the reused decision's version; none: this job's gate
 };
 
-std::optional<CarriedReference> ReferenceToCarry(const PipelineRequest& req, const std::optional<CostSelection>& gate,
+std::optional<CarriedReference> ReferenceToCarry(const PipelineRequest& req, const std::optional<GateSelection>& gate,
                                                  std::optional<int64_t> reused_from, const CheckOptions& check) {
   if (!check.time || check.device != Device::kCuda) return std::nullopt;
   if (gate && gate->faster && gate->last_original_step_ms > 0 && gate->last_original_step_peak_bytes >= 0 &&
@@ -36,7 +36,7 @@ std::optional<CarriedReference> ReferenceToCarry(const PipelineRequest& req, con
 }
 
 CheckOptions ValidationOptions(const PipelineRequest& req, const Placement& placement,
-                               const std::optional<CostSelection>& gate, bool reused) {
+                               const std::optional<GateSelection>& gate, bool reused) {
   CheckOptions check;
   check.device = placement.device;
   check.inference = req.options.mode != ValidationMode::kTraining;
@@ -104,7 +104,7 @@ absl::StatusOr<ModulePair> LoadPair(const PipelineRequest& req, const LoadedMode
 // Validate: the saved artifact, loaded back as users load it, against the original: outputs and
 // the gradients of every input, parameter and buffer, on the placement's device.
 absl::StatusOr<Validation> Validate(const PipelineRequest& req, const LoadedModel& loaded,
-                                    const Placement& placement, const std::optional<CostSelection>& gate,
+                                    const Placement& placement, const std::optional<GateSelection>& gate,
                                     std::optional<int64_t> reused_from) {
   auto pair = LoadPair(req, loaded);
   if (!pair.ok()) return pair.status();

@@ -1,5 +1,5 @@
-// cost_selection.cc — greedy rule ablation driven by measured step times (see the header).
-#include "runtime/cost_selection.h"
+// gate.cc — greedy rule ablation driven by measured step times (see the header).
+#include "runtime/gate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@ using Trial = TrialFigures;
 // `original_trial` is given (once per selection: its figures do not depend on the rules).
 absl::StatusOr<Trial> Measure(const ModelFormat& format, const std::string& model_path,
                               const torch::jit::Module& original, const std::vector<c10::IValue>& samples,
-                              const RuleSet& rules, const CostOptions& options, Trial* original_trial) {
+                              const RuleSet& rules, const GateRunOptions& options, Trial* original_trial) {
   auto model = format.Load(model_path);
   if (!model.ok()) return model.status();
   std::vector<c10::IValue> with_self = {model->module._ivalue()};
@@ -75,28 +75,28 @@ absl::StatusOr<Trial> Measure(const ModelFormat& format, const std::string& mode
 
 }  // namespace
 
-absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_path,
+absl::StatusOr<GateSelection> RunGate(const std::string& model_path,
                                                        const std::vector<c10::IValue>& samples,
                                                        const RuleSet& rules,
-                                                       const CostOptions& options) {
+                                                       const GateRunOptions& options) {
   auto format = FormatFor(model_path);
   if (!format.ok()) return format.status();
-  return SelectRulesByMeasurement(**format, model_path, samples, rules, options);
+  return RunGate(**format, model_path, samples, rules, options);
 }
 
-absl::StatusOr<CostSelection> SelectRulesByMeasurement(const ModelFormat& format, const std::string& model_path,
+absl::StatusOr<GateSelection> RunGate(const ModelFormat& format, const std::string& model_path,
                                                        const std::vector<c10::IValue>& samples,
-                                                       const RuleSet& rules, const CostOptions& options) {
+                                                       const RuleSet& rules, const GateRunOptions& options) {
   auto loaded = format.Load(model_path);
   if (!loaded.ok()) return loaded.status();
   auto original = format.Runnable(*loaded);
   if (!original.ok()) return original.status();
-  auto select = [&](const CostOptions& opts) {
+  auto select = [&](const GateRunOptions& opts) {
     return SelectRules(rules, opts, [&](const RuleSet& set, Trial* original_trial) {
       return Measure(format, model_path, *original, samples, set, opts, original_trial);
     });
   };
-  CostOptions used = options;
+  GateRunOptions used = options;
   auto sel = select(used);
   std::string fallback;
   if (used.timing == StepTiming::kExecutor && absl::IsAborted(sel.status())) {
@@ -107,7 +107,7 @@ absl::StatusOr<CostSelection> SelectRulesByMeasurement(const ModelFormat& format
   if (absl::IsUnavailable(sel.status())) {
     // The optimized model's step made no progress under the executor while the original's
     // finished: users running the artifact would wait as long. Nothing is published.
-    CostSelection stalled;
+    GateSelection stalled;
     stalled.rules = rules.Only({});
     stalled.executor_stall = std::string(sel.status().message());
     stalled.log.push_back(stalled.executor_stall);
@@ -133,10 +133,10 @@ std::string SizeText(int64_t bytes) {
 // rules left out and added back), the ablation for speed, the confirmation, the result.
 class RuleSelector {
  public:
-  RuleSelector(const RuleSet& rules, const CostOptions& options, const TrialMeasurer& measure)
+  RuleSelector(const RuleSet& rules, const GateRunOptions& options, const TrialMeasurer& measure)
       : rules_(rules), options_(options), measure_(measure) {}
 
-  absl::StatusOr<CostSelection> Select();
+  absl::StatusOr<GateSelection> Select();
 
  private:
   absl::Status MeasureBaseline();
@@ -148,7 +148,7 @@ class RuleSelector {
   absl::StatusOr<bool> ForwardNotSlower(const RuleSet& chosen, std::vector<std::pair<Trial, Trial>> timings);
   bool DecisiveGain() const;
 
-  // The original's judged step from a timing of it (CostSelection::last_original_step_ms).
+  // The original's judged step from a timing of it (GateSelection::last_original_step_ms).
   void NoteOriginalStep(const Trial& original) {
     sel_.last_original_step_ms = StepMs(original);
     sel_.last_original_step_peak_bytes = original.peak;
@@ -193,9 +193,9 @@ class RuleSelector {
   }
 
   const RuleSet& rules_;
-  const CostOptions& options_;
+  const GateRunOptions& options_;
   const TrialMeasurer& measure_;
-  CostSelection sel_;
+  GateSelection sel_;
   Trial orig_;       // the original model
   Trial all_rules_;  // every rule
   Trial best_;       // the best set so far: every rule but dropped_
@@ -399,7 +399,7 @@ bool RuleSelector::DecisiveGain() const {
   return step && forward;
 }
 
-absl::StatusOr<CostSelection> RuleSelector::Select() {
+absl::StatusOr<GateSelection> RuleSelector::Select() {
   absl::Status step = MeasureBaseline();
   if (step.ok() && over_memory_) step = KeepWithinMemory();
   if (!step.ok()) return step;
@@ -429,7 +429,7 @@ absl::StatusOr<CostSelection> RuleSelector::Select() {
 
 }  // namespace
 
-absl::StatusOr<CostSelection> SelectRules(const RuleSet& rules, const CostOptions& options,
+absl::StatusOr<GateSelection> SelectRules(const RuleSet& rules, const GateRunOptions& options,
                                           const TrialMeasurer& measure) {
   return RuleSelector(rules, options, measure).Select();
 }

@@ -1,6 +1,6 @@
-// cost_selection.h — keeps only the rewrites that pay, by timing them (sentier_opt --cost=measure).
+// gate.h — the gate: keeps only the rewrites that pay, by timing them (--gate=on; sentierd on CUDA).
 //
-// SelectRulesByMeasurement optimizes a fresh copy of the model with the whole rule set and times
+// RunGate optimizes a fresh copy of the model with the whole rule set and times
 // a step of the result against the original (EquivalenceChecker with timing: forward, or forward
 // + backward in training mode, median of repeated runs, device synchronized). Then, greedily, it
 // tries the set without each rule that fired, one at a time in load order, and drops a rule when
@@ -18,7 +18,7 @@
 // not) and together they would refuse, a third timing is taken and the median of the three
 // decides: a refusal needs most timings to read slower.
 //
-// Timing with the executor (CostOptions::timing) that makes no progress in the original's step
+// Timing with the executor (GateRunOptions::timing) that makes no progress in the original's step
 // (torch 2.11's fuser can fail to return), or that the original model fails, is given up on: the
 // selection starts over, timed in the interpreter, and says why (timing, timing_fallback). When
 // the optimized model's step is the one that makes no progress, users would meet the same wait:
@@ -35,10 +35,10 @@
 // within bounds. When no set is within bounds, the selection is not `faster` and the caller
 // publishes the original.
 //
-//   auto sel = SelectRulesByMeasurement(model_path, samples, *rules, options);
+//   auto sel = RunGate(model_path, samples, *rules, options);
 //   // sel->rules: the subset to apply; sel->log: one line per measurement
-#ifndef SENTIER_RUNTIME_COST_SELECTION_H_
-#define SENTIER_RUNTIME_COST_SELECTION_H_
+#ifndef SENTIER_RUNTIME_GATE_H_
+#define SENTIER_RUNTIME_GATE_H_
 
 #include <cstdint>
 #include <functional>
@@ -57,7 +57,7 @@
 
 namespace sentier {
 
-struct CostOptions {
+struct GateRunOptions {
   Device device = Device::kCpu;  // where to time
   bool training = true;         // time forward + backward (else forward only)
   bool inference_too = false;   // with training: score = training step + forward, and the
@@ -82,12 +82,12 @@ inline double JudgedStepMs(double score_ms, double forward_ms, bool forward_in_s
   return forward_in_score ? score_ms - forward_ms : score_ms;
 }
 
-struct CostSelection {
+struct GateSelection {
   std::shared_ptr<const RuleSet> rules;  // what to apply (empty when nothing pays)
   bool faster = false;                   // the selected set beats the original
-  bool stacked_parameters = false;       // the layout the sets were measured in (CostOptions)
-  StepTiming timing = StepTiming::kInterpreter;  // how they were timed (CostOptions)
-  // Set when CostOptions asked for executor timing and a step made no progress
+  bool stacked_parameters = false;       // the layout the sets were measured in (GateRunOptions)
+  StepTiming timing = StepTiming::kInterpreter;  // how they were timed (GateRunOptions)
+  // Set when GateRunOptions asked for executor timing and a step made no progress
   // (CheckOptions::executor_stall_s): why the selection was made in the interpreter instead.
   std::string timing_fallback;
   // Set when a measured set's optimized model made no progress in a step under the executor
@@ -130,7 +130,7 @@ struct CostSelection {
   std::vector<std::string> log;          // one line per measurement
 };
 
-// One measured rule set: the score (see CostOptions), the forward alone, the peaks, and the
+// One measured rule set: the score (see GateRunOptions), the forward alone, the peaks, and the
 // rules that fired.
 struct TrialFigures {
   double ms = 0.0;
@@ -145,22 +145,22 @@ struct TrialFigures {
 using TrialMeasurer =
     std::function<absl::StatusOr<TrialFigures>(const RuleSet& rules, TrialFigures* original)>;
 
-// SelectRules: the selection over any measurer (SelectRulesByMeasurement passes the one that
+// SelectRules: the selection over any measurer (RunGate passes the one that
 // loads, optimizes and times the model; tests pass figures). Of `options` it reads `training`,
 // `inference_too` and `margins`.
-absl::StatusOr<CostSelection> SelectRules(const RuleSet& rules, const CostOptions& options,
+absl::StatusOr<GateSelection> SelectRules(const RuleSet& rules, const GateRunOptions& options,
                                           const TrialMeasurer& measure);
 
 // `samples`: the model's sample inputs (without the module itself).
-absl::StatusOr<CostSelection> SelectRulesByMeasurement(const std::string& model_path,
+absl::StatusOr<GateSelection> RunGate(const std::string& model_path,
                                                        const std::vector<c10::IValue>& samples,
                                                        const RuleSet& rules,
-                                                       const CostOptions& options);
+                                                       const GateRunOptions& options);
 // The same for a model of `format` (runtime/model_format.h): loaded, run and rewritten through it.
-absl::StatusOr<CostSelection> SelectRulesByMeasurement(const ModelFormat& format, const std::string& model_path,
+absl::StatusOr<GateSelection> RunGate(const ModelFormat& format, const std::string& model_path,
                                                        const std::vector<c10::IValue>& samples,
-                                                       const RuleSet& rules, const CostOptions& options);
+                                                       const RuleSet& rules, const GateRunOptions& options);
 
 }  // namespace sentier
 
-#endif  // SENTIER_RUNTIME_COST_SELECTION_H_
+#endif  // SENTIER_RUNTIME_GATE_H_

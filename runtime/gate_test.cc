@@ -1,7 +1,7 @@
-// cost_selection_test.cc — the gate keeps peak memory within bounds: a batched form that needs
+// gate_test.cc — the gate keeps peak memory within bounds: a batched form that needs
 // more memory than the original (stacked copies of wide weights at a small batch) is dropped,
 // and the original is kept, however the timings fall.
-#include "runtime/cost_selection.h"
+#include "runtime/gate.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -33,7 +33,7 @@ def forward(self, x):
                       torch.linear(c, self.w2, self.b2), torch.linear(d, self.w3, self.b3)], 1)
 )TS";
 
-class CostSelectionTest : public ::testing::Test {
+class GateSelectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     at::Generator gen = at::detail::createCPUGenerator(3);
@@ -53,7 +53,7 @@ class CostSelectionTest : public ::testing::Test {
     rules_ = *rules;
   }
 
-  static bool LogHas(const CostSelection& sel, const std::string& text) {
+  static bool LogHas(const GateSelection& sel, const std::string& text) {
     for (const std::string& line : sel.log) {
       if (absl::StrContains(line, text)) return true;
     }
@@ -66,11 +66,11 @@ class CostSelectionTest : public ::testing::Test {
   std::shared_ptr<const RuleSet> rules_;
 };
 
-TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) {
-  CostOptions opts;  // training step
+TEST_F(GateSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) {
+  GateRunOptions opts;  // training step
   opts.margins.memory = 0.01;           // the margin clause: 1%
   opts.margins.memory_floor_bytes = 0;  // this model's peaks are KiB: the fraction alone
-  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  auto sel = RunGate(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   std::string log = absl::StrJoin(sel->log, "\n");
   SCOPED_TRACE(log);
@@ -102,10 +102,10 @@ TEST_F(CostSelectionTest, RulesThatRaisePeakMemoryAreDroppedAndTheOriginalKept) 
   EXPECT_EQ(sel->rules->size(), 0u);  // the original: no rule to apply
 }
 
-TEST_F(CostSelectionTest, TrialsRunTheCallersRoundsOfRules) {
-  CostOptions opts;
+TEST_F(GateSelectionTest, TrialsRunTheCallersRoundsOfRules) {
+  GateRunOptions opts;
   opts.optimize.max_rounds = 0;  // as sentier_opt --max_rounds=0: no rule may apply in any trial
-  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  auto sel = RunGate(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
   EXPECT_TRUE(sel->none_fired);
@@ -115,11 +115,11 @@ TEST_F(CostSelectionTest, TrialsRunTheCallersRoundsOfRules) {
 // Executor timing that makes no progress within the stall limit (0 s here: no step is that
 // fast) is given up on in the first measurement; the selection starts over in the interpreter, so
 // that no comparison mixes the two, and says why.
-TEST_F(CostSelectionTest, ExecutorTimingWithoutProgressStartsOverInTheInterpreter) {
-  CostOptions opts;
+TEST_F(GateSelectionTest, ExecutorTimingWithoutProgressStartsOverInTheInterpreter) {
+  GateRunOptions opts;
   opts.timing = StepTiming::kExecutor;
   opts.executor_stall_s = 0.0;
-  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  auto sel = RunGate(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
   EXPECT_EQ(sel->timing, StepTiming::kInterpreter);
@@ -130,9 +130,9 @@ TEST_F(CostSelectionTest, ExecutorTimingWithoutProgressStartsOverInTheInterprete
   EXPECT_TRUE(WaitForAbandonedThreads(absl::Seconds(120))) << "the thread left behind did not end";
 }
 
-TEST_F(CostSelectionTest, PeaksWithinTheFloorAreNotWeighed) {
-  CostOptions opts;  // the default floor (4 MiB) is far above this model's extra KiB
-  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+TEST_F(GateSelectionTest, PeaksWithinTheFloorAreNotWeighed) {
+  GateRunOptions opts;  // the default floor (4 MiB) is far above this model's extra KiB
+  auto sel = RunGate(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
   EXPECT_GT(sel->original_peak_bytes, 0);
@@ -182,8 +182,8 @@ struct ScriptedTimings {
   }
 };
 
-CostOptions TrainingAndForward() {
-  CostOptions opts;
+GateRunOptions TrainingAndForward() {
+  GateRunOptions opts;
   opts.training = true;
   opts.inference_too = true;
   return opts;
@@ -193,7 +193,7 @@ CostOptions TrainingAndForward() {
 // `forward` and `original_forward` are the forward times of the timing that chooses the set and
 // of the confirmation. `timed_with_original` (optional) gets the number of timings that timed
 // the original too.
-CostSelection SelectScripted(const RuleSet& rules, const CostOptions& opts, std::vector<double> forward,
+GateSelection SelectScripted(const RuleSet& rules, const GateRunOptions& opts, std::vector<double> forward,
                              std::vector<double> original_forward, int* timed_with_original = nullptr) {
   ScriptedTimings timings;
   timings.fast = {"batch_linear"};
@@ -202,14 +202,14 @@ CostSelection SelectScripted(const RuleSet& rules, const CostOptions& opts, std:
   auto sel = SelectRules(rules, opts, timings.Measurer());
   EXPECT_TRUE(sel.ok()) << sel.status();
   if (timed_with_original != nullptr) *timed_with_original = timings.with_original;
-  return sel.ok() ? *sel : CostSelection();
+  return sel.ok() ? *sel : GateSelection();
 }
 
-TEST_F(CostSelectionTest, ForwardSlowerInOneTimingOnlyDoesNotRefuseTheSelection) {
+TEST_F(GateSelectionTest, ForwardSlowerInOneTimingOnlyDoesNotRefuseTheSelection) {
   // wide_deep's case on the H200: the step 1.67x faster, the forward 0.340 vs 0.311 ms in the
   // timing that chose the set, 0.290 vs 0.310 ms when timed again (1.011 over both).
   int timed = 0;
-  CostSelection sel = SelectScripted(*rules_, TrainingAndForward(), {0.340, 0.290}, {0.311, 0.310}, &timed);
+  GateSelection sel = SelectScripted(*rules_, TrainingAndForward(), {0.340, 0.290}, {0.311, 0.310}, &timed);
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_EQ(timed, 2);  // the first timing and the confirmation
   EXPECT_TRUE(sel.faster);
@@ -220,8 +220,8 @@ TEST_F(CostSelectionTest, ForwardSlowerInOneTimingOnlyDoesNotRefuseTheSelection)
   EXPECT_TRUE(LogHas(sel, "over both): not slower"));
 }
 
-TEST_F(CostSelectionTest, ForwardSlowerInBothTimingsRefusesTheSelection) {
-  CostSelection sel = SelectScripted(*rules_, TrainingAndForward(), {0.340, 0.335}, {0.311, 0.310});
+TEST_F(GateSelectionTest, ForwardSlowerInBothTimingsRefusesTheSelection) {
+  GateSelection sel = SelectScripted(*rules_, TrainingAndForward(), {0.340, 0.335}, {0.311, 0.310});
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_FALSE(sel.faster);
   EXPECT_TRUE(sel.confirmed);  // the step's gain was confirmed; the forward refused it
@@ -234,11 +234,11 @@ TEST_F(CostSelectionTest, ForwardSlowerInBothTimingsRefusesTheSelection) {
             "original's over both)");
 }
 
-TEST_F(CostSelectionTest, ForwardSlowerInTwoOfThreeTimingsRefusesTheSelection) {
+TEST_F(GateSelectionTest, ForwardSlowerInTwoOfThreeTimingsRefusesTheSelection) {
   // 0.97 and 1.12 of the original are 1.04 together, the two timings split: a third decides, and
   // it reads slower too (1.11).
   int timed = 0;
-  CostSelection sel =
+  GateSelection sel =
       SelectScripted(*rules_, TrainingAndForward(), {0.300, 0.347, 0.345}, {0.310, 0.310, 0.310}, &timed);
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_EQ(timed, 3);
@@ -251,12 +251,12 @@ TEST_F(CostSelectionTest, ForwardSlowerInTwoOfThreeTimingsRefusesTheSelection) {
             "0.310 ms (1.113 of the original's as the median of three)");
 }
 
-TEST_F(CostSelectionTest, OneSlowForwardTimingAgainstTwoEvenOnesDoesNotRefuseTheSelection) {
+TEST_F(GateSelectionTest, OneSlowForwardTimingAgainstTwoEvenOnesDoesNotRefuseTheSelection) {
   // two_tower's case on the H200: the step 1.41x faster, the forward 0.400 vs 0.354 ms in the
   // timing that chose the set and 0.345 vs 0.347 ms in the confirmation (1.061 over both); a
   // third timing reads even (0.346 vs 0.347 ms), so the median is not slower.
   int timed = 0;
-  CostSelection sel =
+  GateSelection sel =
       SelectScripted(*rules_, TrainingAndForward(), {0.400, 0.345, 0.346}, {0.354, 0.347, 0.347}, &timed);
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_EQ(timed, 3);
@@ -267,8 +267,8 @@ TEST_F(CostSelectionTest, OneSlowForwardTimingAgainstTwoEvenOnesDoesNotRefuseThe
   EXPECT_TRUE(LogHas(sel, "(ratio 0.997 as the median of three): not slower"));
 }
 
-TEST_F(CostSelectionTest, TrainingOnlyDoesNotJudgeTheForward) {
-  CostSelection sel = SelectScripted(*rules_, CostOptions(), {0.500, 0.500}, {0.310, 0.310});
+TEST_F(GateSelectionTest, TrainingOnlyDoesNotJudgeTheForward) {
+  GateSelection sel = SelectScripted(*rules_, GateRunOptions(), {0.500, 0.500}, {0.310, 0.310});
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_TRUE(sel.faster);
   EXPECT_FALSE(LogHas(sel, "forward"));
@@ -276,7 +276,7 @@ TEST_F(CostSelectionTest, TrainingOnlyDoesNotJudgeTheForward) {
 
 // Training and forward judged (sentierd's default mode on CUDA): the step 2x faster at 1.5x its
 // peak passes the time x memory product; the forward, as fast as before, peaks at 3x its own.
-TEST_F(CostSelectionTest, AForwardPeakWithinTheOriginalTrainingPeakIsNotJudgedByDefault) {
+TEST_F(GateSelectionTest, AForwardPeakWithinTheOriginalTrainingPeakIsNotJudgedByDefault) {
   auto select = [&](int64_t forward_peak_mib, double margin) {
     ScriptedTimings timings;
     timings.fast = {"batch_linear"};
@@ -284,27 +284,27 @@ TEST_F(CostSelectionTest, AForwardPeakWithinTheOriginalTrainingPeakIsNotJudgedBy
     timings.original_forward_peak = int64_t{64} << 20;
     timings.fast_peak = int64_t{384} << 20;
     timings.fast_forward_peak = forward_peak_mib << 20;
-    CostOptions opts = TrainingAndForward();
+    GateRunOptions opts = TrainingAndForward();
     opts.margins.memory = margin;
     auto sel = SelectRules(*rules_, opts, timings.Measurer());
     EXPECT_TRUE(sel.ok()) << sel.status();
-    return sel.ok() ? *sel : CostSelection();
+    return sel.ok() ? *sel : GateSelection();
   };
   // The default policy: a forward peak (192 MiB) within the original's training step (256 MiB)
   // holds no memory that training did not.
-  CostSelection within = select(192, kMemoryPolicyDefault);
+  GateSelection within = select(192, kMemoryPolicyDefault);
   SCOPED_TRACE(absl::StrJoin(within.log, "\n"));
   EXPECT_TRUE(within.faster);
   EXPECT_TRUE(within.within_memory);
   ASSERT_NE(within.rules, nullptr);
   EXPECT_GT(within.rules->size(), 0u);
   // Above the original's training step (320 MiB) the forward's own product decides: 5x.
-  CostSelection above = select(320, kMemoryPolicyDefault);
+  GateSelection above = select(320, kMemoryPolicyDefault);
   ASSERT_NE(above.rules, nullptr);
   EXPECT_EQ(above.rules->size(), 0u);
   EXPECT_TRUE(above.nothing_fires_within_memory);
   // The owner's margin (50%) judges the forward as before: 192 MiB over 96.
-  CostSelection owner = select(192, 0.5);
+  GateSelection owner = select(192, 0.5);
   ASSERT_NE(owner.rules, nullptr);
   EXPECT_EQ(owner.rules->size(), 0u);
 }
@@ -313,7 +313,7 @@ TEST_F(CostSelectionTest, AForwardPeakWithinTheOriginalTrainingPeakIsNotJudgedBy
 // job's validation weighs it, not against the score (training step + forward): a forward 13x
 // faster does not pay for a training step's peak. (8 towers on the H200, Thu Dec 3 00:01: the gate
 // kept the rewrite by its score, validation refused it at 1.2x and 1.54x the peak.)
-TEST_F(CostSelectionTest, TheTrainingPeakIsWeighedAgainstTheTrainingStepAlone) {
+TEST_F(GateSelectionTest, TheTrainingPeakIsWeighedAgainstTheTrainingStepAlone) {
   ScriptedTimings timings;
   timings.fast = {"batch_linear"};
   timings.fast_ms = 5.0;                          // score: training 4.69 + forward 0.31
@@ -332,17 +332,17 @@ TEST_F(CostSelectionTest, TheTrainingPeakIsWeighedAgainstTheTrainingStepAlone) {
   training.fast = {"batch_linear"};
   training.original_peak = int64_t{100} << 20;
   training.fast_peak = int64_t{170} << 20;
-  auto alone = SelectRules(*rules_, CostOptions(), training.Measurer());
+  auto alone = SelectRules(*rules_, GateRunOptions(), training.Measurer());
   ASSERT_TRUE(alone.ok()) << alone.status();
   EXPECT_TRUE(alone->faster);
 }
 
-TEST_F(CostSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
+TEST_F(GateSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
   ScriptedTimings timings;
   timings.fast = {"batch_linear"};
   timings.fast_ms = 8.0;       // a gain of 1.25x: timed again
   timings.confirm_ms = {9.9};  // within the 2% margin of the original's 10 ms
-  auto sel = SelectRules(*rules_, CostOptions(), timings.Measurer());
+  auto sel = SelectRules(*rules_, GateRunOptions(), timings.Measurer());
   ASSERT_TRUE(sel.ok()) << sel.status();
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
   EXPECT_FALSE(sel->faster);
@@ -355,7 +355,7 @@ TEST_F(CostSelectionTest, AStepGainThatIsNotConfirmedKeepsTheOriginal) {
 
 // The gate's last timing of the original's judged step stands in for another in the job's
 // validation: with the forward scored too (mode both) it is the training step alone.
-TEST_F(CostSelectionTest, TheSelectionKeepsItsLastTimingOfTheOriginalsJudgedStep) {
+TEST_F(GateSelectionTest, TheSelectionKeepsItsLastTimingOfTheOriginalsJudgedStep) {
   ScriptedTimings timings;
   timings.fast = {"batch_linear"};
   timings.original_forward_ms = {0.31, 2.0};  // the confirmation's forward of the original
@@ -369,10 +369,10 @@ TEST_F(CostSelectionTest, TheSelectionKeepsItsLastTimingOfTheOriginalsJudgedStep
 }
 
 // A decisive gain (2x here) is not timed again; 1.25x is.
-TEST_F(CostSelectionTest, ADecisiveGainIsNotTimedAgain) {
+TEST_F(GateSelectionTest, ADecisiveGainIsNotTimedAgain) {
   ScriptedTimings decisive;
   decisive.fast = {"batch_linear"};
-  auto sel = SelectRules(*rules_, CostOptions(), decisive.Measurer());
+  auto sel = SelectRules(*rules_, GateRunOptions(), decisive.Measurer());
   ASSERT_TRUE(sel.ok()) << sel.status();
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
   EXPECT_TRUE(sel->faster);
@@ -383,14 +383,14 @@ TEST_F(CostSelectionTest, ADecisiveGainIsNotTimedAgain) {
   ScriptedTimings modest;
   modest.fast = {"batch_linear"};
   modest.fast_ms = 8.0;
-  auto confirmed = SelectRules(*rules_, CostOptions(), modest.Measurer());
+  auto confirmed = SelectRules(*rules_, GateRunOptions(), modest.Measurer());
   ASSERT_TRUE(confirmed.ok()) << confirmed.status();
   EXPECT_TRUE(confirmed->faster);
   EXPECT_EQ(modest.with_original, 2);
   EXPECT_EQ(confirmed->confirm_ms, 8.0);
 }
 
-TEST_F(CostSelectionTest, ARuleThatFiresWithoutPayingIsDropped) {
+TEST_F(GateSelectionTest, ARuleThatFiresWithoutPayingIsDropped) {
   // batch_relu fires next to batch_linear and costs 1 ms where it does: the set without it is
   // faster, so it goes; batch_linear, without which the step is slower, stays.
   ScriptedTimings timings;
@@ -409,7 +409,7 @@ TEST_F(CostSelectionTest, ARuleThatFiresWithoutPayingIsDropped) {
     if (has_relu && !has_linear) t->ms = 10.0;
     return t;
   };
-  auto sel = SelectRules(*rules_, CostOptions(), m);
+  auto sel = SelectRules(*rules_, GateRunOptions(), m);
   ASSERT_TRUE(sel.ok()) << sel.status();
   SCOPED_TRACE(absl::StrJoin(sel->log, "\n"));
   EXPECT_GE(calls_without_relu, 1);
@@ -455,17 +455,17 @@ TEST(VerdictTest, MemoryMarginNeededIsTheSmallestHundredthsThatFit) {
   }
 }
 
-TEST_F(CostSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemory) {
-  CostOptions opts;
+TEST_F(GateSelectionTest, WithoutTheMemoryBoundTheBatchedFormIsNotDroppedForMemory) {
+  GateRunOptions opts;
   opts.margins.memory = -1;
-  auto sel = SelectRulesByMeasurement(path_, samples_, *rules_, opts);
+  auto sel = RunGate(path_, samples_, *rules_, opts);
   ASSERT_TRUE(sel.ok()) << sel.status();
   EXPECT_FALSE(LogHas(*sel, "memory:"));
   EXPECT_TRUE(sel->within_memory);
   EXPECT_FALSE(sel->nothing_fires_within_memory);
 }
 
-TEST_F(CostSelectionTest, CheckerReportsEqualPeaksForOneModelAndMoreForTraining) {
+TEST_F(GateSelectionTest, CheckerReportsEqualPeaksForOneModelAndMoreForTraining) {
   CheckOptions check;
   check.time = true;
   check.timing_only = true;
@@ -493,31 +493,31 @@ struct MemoryPolicyCase {
   VerdictMargins margins;
 };
 
-CostSelection SelectWithPeak(const RuleSet& rules, const MemoryPolicyCase& c) {
+GateSelection SelectWithPeak(const RuleSet& rules, const MemoryPolicyCase& c) {
   ScriptedTimings timings;
   timings.fast = {"batch_linear"};
   timings.fast_ms = c.fast_ms;
   timings.fast_peak = c.fast_peak;
-  CostOptions opts;
+  GateRunOptions opts;
   opts.margins = c.margins;
   opts.margins.memory_floor_bytes = 0;
   auto sel = SelectRules(rules, opts, timings.Measurer());
   EXPECT_TRUE(sel.ok()) << sel.status();
-  return sel.ok() ? *sel : CostSelection();
+  return sel.ok() ? *sel : GateSelection();
 }
 
-TEST_F(CostSelectionTest, DefaultPolicyKeepsAFasterSetThatHoldsProportionallyMoreMemory) {
+TEST_F(GateSelectionTest, DefaultPolicyKeepsAFasterSetThatHoldsProportionallyMoreMemory) {
   constexpr int64_t kMiB = int64_t{1} << 20;
-  CostSelection sel = SelectWithPeak(*rules_, {5.0, kMiB * 19 / 10, VerdictMargins{}});  // 2x, 1.9x
+  GateSelection sel = SelectWithPeak(*rules_, {5.0, kMiB * 19 / 10, VerdictMargins{}});  // 2x, 1.9x
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_TRUE(sel.faster);
   EXPECT_TRUE(sel.within_memory);
   EXPECT_TRUE(sel.dropped.empty());
 }
 
-TEST_F(CostSelectionTest, DefaultPolicyRefusesMemoryGrowthWithoutAMatchingSpeedup) {
+TEST_F(GateSelectionTest, DefaultPolicyRefusesMemoryGrowthWithoutAMatchingSpeedup) {
   constexpr int64_t kMiB = int64_t{1} << 20;
-  CostSelection sel = SelectWithPeak(*rules_, {9.0, 2 * kMiB, VerdictMargins{}});  // 1.1x, 2x
+  GateSelection sel = SelectWithPeak(*rules_, {9.0, 2 * kMiB, VerdictMargins{}});  // 1.1x, 2x
   SCOPED_TRACE(absl::StrJoin(sel.log, "\n"));
   EXPECT_FALSE(sel.faster);
   EXPECT_TRUE(sel.nothing_fires_within_memory);
@@ -525,17 +525,17 @@ TEST_F(CostSelectionTest, DefaultPolicyRefusesMemoryGrowthWithoutAMatchingSpeedu
   // The small-growth allowance changes nothing where the growth (1 MiB) is above it...
   VerdictMargins allowance;
   allowance.small_growth_bytes = kMiB / 2;
-  CostSelection above = SelectWithPeak(*rules_, {9.0, 2 * kMiB, allowance});
+  GateSelection above = SelectWithPeak(*rules_, {9.0, 2 * kMiB, allowance});
   EXPECT_FALSE(above.faster);
   EXPECT_TRUE(above.nothing_fires_within_memory);
   // ...and lets the same set through where the growth is within it.
   allowance.small_growth_bytes = 2 * kMiB;
-  CostSelection within = SelectWithPeak(*rules_, {9.0, 2 * kMiB, allowance});
+  GateSelection within = SelectWithPeak(*rules_, {9.0, 2 * kMiB, allowance});
   EXPECT_TRUE(within.faster);
   EXPECT_TRUE(within.within_memory);
 }
 
-TEST_F(CostSelectionTest, DeviceShareAndOwnerBudgetsBoundTheDefaultPolicy) {
+TEST_F(GateSelectionTest, DeviceShareAndOwnerBudgetsBoundTheDefaultPolicy) {
   constexpr int64_t kMiB = int64_t{1} << 20;
   VerdictMargins share;
   share.device_limit_bytes = kMiB * 3 / 2;  // 2x faster, 1.9x the memory, but over the share
