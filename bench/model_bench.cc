@@ -115,7 +115,7 @@ struct Prepared {
   int64_t fwd_ops_original = -1, fwd_ops_optimized = -1;
   bool equivalent = false;
   std::string equivalence;  // "equivalent (N tensors)" or the failure
-  std::string gate = "off";  // what the never-slower gate decided
+  std::string gate = "off";  // what the gate decided
   double gate_s = 0;         // its measuring time
   std::map<std::string, Measured> measured;  // "infer/original", ...
 };
