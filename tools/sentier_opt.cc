@@ -272,11 +272,12 @@ int Run() {
     for (const std::string& line : out.selection->log) std::cout << "sentier_opt: cost: " << line << "\n";
   }
   if (out.failed_stage) return FailureExit(out);
+
+  if (absl::Status st = PrintOutcome(out, *printing); !st.ok()) return Fail(kBadInput, std::string(st.message()));
   if (out.stacked_layout) {
     std::cout << "sentier_opt: note: " << sentier::StackedLayoutAdviceText(*out.stacked_layout, out.loaded->ops)
-              << " (sentier_opt: --param_layout=stacked)\n";
+              << "; here: --param_layout=stacked\n";
   }
-  if (absl::Status st = PrintOutcome(out, *printing); !st.ok()) return Fail(kBadInput, std::string(st.message()));
   if (FLAGS_report.empty()) return kOk;
   nlohmann::json j = sentier::BuildReport(*req, out, "sentier_opt");
   j["artifact"] = FLAGS_output;
