@@ -381,12 +381,14 @@ void Finish(const PipelineRequest& req, Outcome* out) {
       return Fail(PipelineStage::kDecide, "cannot write the output", kept, /*output=*/true, out);
     }
   }
-  if (req.artifact_path.empty()) return RunAdvice(req, out);
-  auto sha = Sha256OfFile(req.artifact_path);
-  if (!sha.ok()) return Fail(PipelineStage::kDecide, "cannot write the output", sha.status(), /*output=*/true, out);
-  out->artifact_sha256 = *sha;
+  if (!req.artifact_path.empty()) {
+    auto sha = Sha256OfFile(req.artifact_path);
+    if (!sha.ok()) return Fail(PipelineStage::kDecide, "cannot write the output", sha.status(), /*output=*/true, out);
+    out->artifact_sha256 = *sha;
+  }
   RunAdvice(req, out);
 }
+
 }  // namespace
 
 std::string ArchitectureFingerprint(const torch::jit::Graph& graph) {
