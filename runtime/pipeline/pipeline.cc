@@ -364,9 +364,11 @@ std::optional<StageError> RunStages(const PipelineRequest& req, Outcome* out) {
   return RunRewriteStages(req, rules, out);
 }
 
-// RunAdvice: the advise stage, where it applies, on a model that was not rejected.
+// RunAdvice: the advise stage, where it applies, on a model that was not rejected. A reused
+// decision (a retrained version of the same architecture) is not advised again: its earlier
+// version's report holds the advice, and a reuse stays a fraction of a full decision.
 void RunAdvice(const PipelineRequest& req, Outcome* out) {
-  if (out->status == ReportStatus::kRejected || !AdviceApplies(req, *out->loaded)) return;
+  if (out->status == ReportStatus::kRejected || out->reused_from || !AdviceApplies(req, *out->loaded)) return;
   auto t0 = Clock::now();
   out->stacked_layout = AdviseStackedLayout(req, *out->loaded, req.rules, out->placement);
   out->timings_ms["advise"] = MsSince(t0);
