@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/archive_check.h"
 #include "runtime/file_util.h"
+#include "runtime/pt2/pt2_format.h"
 
 namespace sentier {
 namespace {
@@ -77,19 +78,6 @@ class TextIr : public ModelFormat {
 
 }  // namespace
 
-absl::Status ModelFormat::KeepOriginal(const Model& as_loaded, const std::string& artifact_path) const {
-  auto bytes = ReadFile(as_loaded.path);
-  if (!bytes.ok()) return bytes.status();
-  return WriteFileAtomically(artifact_path, *bytes);
-}
-
-absl::StatusOr<torch::jit::Module> ModelFormat::Runnable(const Model& model) const {
-  if (!model.is_module) {
-    return absl::FailedPreconditionError(absl::StrCat("'", model.path, "' is a bare graph: it has no module to run"));
-  }
-  return model.module;
-}
-
 const ModelFormat& TorchScriptFormat() {
   static const TorchScript* format = new TorchScript();
   return *format;
@@ -102,6 +90,7 @@ const ModelFormat& TextIrFormat() {
 
 absl::StatusOr<const ModelFormat*> FormatFor(absl::string_view path) {
   if (TextIrFormat().Names(path)) return &TextIrFormat();
+  if (ExportedProgramFormat().Names(path)) return &ExportedProgramFormat();
   return &TorchScriptFormat();  // any other name: read as torch.jit.load would (.pt, .pth, .zip)
 }
 

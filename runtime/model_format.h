@@ -21,8 +21,8 @@
 //   Save          the rewritten Model in the format, written atomically, never a file the format's
 //                 own reader would refuse;
 //   KeepOriginal  the artifact of an "unchanged" decision: the original, byte for byte.
-// TorchScript archives (.pt) and text IR (.ir, a bare graph: no module, so no samples, gate or
-// validation) are the built-in formats. Tests add their own (runtime/pipeline/format_test.cc).
+// TorchScript archives (.pt), exported programs (.pt2, runtime/pt2/) and text IR (.ir, a bare
+// graph: no module, so no samples, gate or validation) are the built-in formats. Tests add their own (runtime/pipeline/format_test.cc).
 #ifndef SENTIER_RUNTIME_MODEL_FORMAT_H_
 #define SENTIER_RUNTIME_MODEL_FORMAT_H_
 
@@ -70,9 +70,10 @@ class ModelFormat {
 // The built-in formats.
 const ModelFormat& TorchScriptFormat();  // .pt: torch.jit.save archives
 const ModelFormat& TextIrFormat();       // .ir: a graph as text
+// ExportedProgramFormat() (.pt2: torch.export.save archives) is in runtime/pt2/pt2_format.h.
 
-// FormatFor: the built-in format that names `path`: text IR for ".ir", else TorchScript (read as
-// torch.jit.load would, whatever the name: .pt, .pth, .zip).
+// FormatFor: the built-in format that names `path`: text IR for ".ir", an exported program for
+// ".pt2", else TorchScript (read as torch.jit.load would, whatever the name: .pt, .pth, .zip).
 absl::StatusOr<const ModelFormat*> FormatFor(absl::string_view path);
 
 }  // namespace sentier

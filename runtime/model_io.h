@@ -23,6 +23,12 @@
 
 namespace sentier {
 
+// ModelFormatData: what a format keeps from Load to Save besides the module (an exported
+// program's JSON and archive entries, say); each format knows its own subclass.
+struct ModelFormatData {
+  virtual ~ModelFormatData() = default;
+};
+
 // Model: a TorchScript module (whose `forward` graph is `graph`, edited in place), or a bare
 // graph read from a text-IR file.
 struct Model {
@@ -30,6 +36,7 @@ struct Model {
   bool is_module = false;
   torch::jit::Module module;  // valid when is_module
   std::shared_ptr<torch::jit::Graph> graph;
+  std::shared_ptr<const ModelFormatData> format_data;  // the loading format's own, or null
 };
 
 // LoadModel: `.pt` (TorchScript archive; its forward graph) or `.ir` (text IR, `# ...` comment

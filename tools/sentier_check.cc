@@ -1,6 +1,7 @@
 // sentier_check — is an optimized model numerically the same model as its original?
 //
 //   sentier_check --reference=A.pt --candidate=B.pt --inputs=inputs.pt
+//   sentier_check --reference=A.pt2 --candidate=B.pt2      (the archive's own sample inputs)
 //                 [--device=auto|cpu|cuda] [--mode=inference|training|both] [--dtype=float32|bfloat16]
 //                 [--trials=N] [--seed=S] [--time] [--report=check.json]
 //
@@ -17,6 +18,8 @@
 #include <gflags/gflags.h>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
+
+#include "absl/strings/match.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,8 +82,11 @@ absl::StatusOr<sentier::Device> DeviceFromFlag() {
 // Parse flags: the check's options (InvalidArgument with the message to print for a bad flag,
 // or a --report that could not be written: refused before the check runs, not after).
 absl::StatusOr<sentier::CheckOptions> OptionsFromFlags() {
-  if (FLAGS_reference.empty() || FLAGS_candidate.empty() || FLAGS_inputs.empty()) {
-    return absl::InvalidArgumentError("--reference, --candidate and --inputs are required");
+  if (FLAGS_reference.empty() || FLAGS_candidate.empty()) {
+    return absl::InvalidArgumentError("--reference and --candidate are required");
+  }
+  if (FLAGS_inputs.empty() && !absl::EndsWith(FLAGS_reference, ".pt2")) {
+    return absl::InvalidArgumentError("--inputs is required (only an exported program, .pt2, holds its own)");
   }
   sentier::CheckOptions opts;
   absl::StatusOr<sentier::Device> device = DeviceFromFlag();

@@ -40,6 +40,7 @@
 #include "runtime/graph_runner.h"
 #include "tools/flags.h"
 #include "tools/option_flags.h"
+#include "runtime/model_format.h"
 #include "runtime/model_io.h"
 #include "runtime/options_enums.h"
 #include "runtime/pipeline/pipeline.h"
@@ -148,12 +149,17 @@ absl::Status CheckPaths() {
   if (FLAGS_input.empty()) return absl::InvalidArgumentError("--input is required (see --help)");
   if (FLAGS_output.empty()) return absl::InvalidArgumentError("--output is required (see --help)");
   const bool out_ir = absl::EndsWith(FLAGS_output, ".ir");
-  if (!out_ir && !absl::EndsWith(FLAGS_output, ".pt")) {
-    return absl::InvalidArgumentError(absl::StrCat("--output '", FLAGS_output, "' must end in .pt or .ir"));
+  const bool out_pt2 = absl::EndsWith(FLAGS_output, ".pt2");
+  if (!out_ir && !out_pt2 && !absl::EndsWith(FLAGS_output, ".pt")) {
+    return absl::InvalidArgumentError(absl::StrCat("--output '", FLAGS_output, "' must end in .pt, .pt2 or .ir"));
   }
   if (!out_ir && absl::EndsWith(FLAGS_input, ".ir")) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cannot write '", FLAGS_output, "': a .pt output needs a .pt input (text IR has no module)"));
+        "cannot write '", FLAGS_output, "': a .pt or .pt2 output needs a module (text IR has none)"));
+  }
+  if (!out_ir && out_pt2 != absl::EndsWith(FLAGS_input, ".pt2")) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write '", FLAGS_output, "' from '", FLAGS_input,
+                                                   "': an artifact is in its input's format (.pt from .pt, .pt2 from .pt2)"));
   }
   for (const std::string& out : {FLAGS_output, FLAGS_report}) {
     if (out.empty()) continue;
@@ -165,7 +171,9 @@ absl::Status CheckPaths() {
 // PrintInput: --print_ir_before and --dot_before show the graph the rules will see: inlined.
 absl::Status PrintInput() {
   if (!FLAGS_print_ir_before && FLAGS_dot_before.empty()) return absl::OkStatus();
-  auto model = sentier::LoadModel(FLAGS_input);
+  auto format = sentier::FormatFor(FLAGS_input);
+  if (!format.ok()) return format.status();
+  auto model = (*format)->Load(FLAGS_input);
   if (!model.ok()) return model.status();
   auto copy = model->graph->copy();
   torch::jit::Inline(*copy);
@@ -187,14 +195,15 @@ absl::StatusOr<sentier::PipelineRequest> BuildRequest(std::shared_ptr<const sent
   req.artifact_path = FLAGS_output;
   req.options = flags->options;
   const bool pt = absl::EndsWith(FLAGS_input, ".pt");
+  const bool pt2 = absl::EndsWith(FLAGS_input, ".pt2");  // holds its sample inputs
   if (req.options.param_layout == sentier::ParameterLayout::kStacked && !pt) {
     return absl::InvalidArgumentError("--param_layout=stacked needs a .pt model");
   }
   // The gate runs where asked (auto: on CUDA); without it nothing runs on the device.
   const bool gate = sentier::GateOn(req.options);
   if (!gate) req.options.device = sentier::Device::kCpu;
-  if (gate && (FLAGS_inputs.empty() || !pt)) {
-    return absl::InvalidArgumentError("--gate=on (--cost=measure) needs a .pt model and --inputs");
+  if (gate && !pt2 && (FLAGS_inputs.empty() || !pt)) {
+    return absl::InvalidArgumentError("--gate=on (--cost=measure) needs a .pt model and --inputs, or a .pt2");
   }
   return req;
 }

@@ -738,3 +738,34 @@ TEST(KeepLargeCatsUnfusedTest, ACatOfManyTensorsReadsACopyOfItsList) {
 
 }  // namespace
 }  // namespace sentier
+
+namespace sentier {
+namespace {
+
+// torch.export's dtype guard before a cast goes; the cast and what it computes stay.
+TEST(DropExportGuardsTest, TheGuardBeforeACastGoesTheCastStays) {
+  auto g = Parse(R"IR(
+graph(%x : Tensor):
+  %dtype : int = prim::Constant[value=6]()
+  %none : NoneType = prim::Constant()
+  %f : bool = prim::Constant[value=0]()
+  %y : Tensor = aten::to(%x, %dtype, %f, %f, %none)
+  return (%y))IR");
+  // The parser reads no node without results: the guard is made here, before the cast.
+  torch::jit::Node* cast = g->outputs()[0]->node();
+  torch::jit::Value* none = cast->input(4);
+  torch::jit::Node* guard = g->create(c10::Symbol::fromQualString("aten::_assert_tensor_metadata"),
+                                      {g->inputs()[0], none, none, cast->input(1), none, none}, 0);
+  guard->insertBefore(cast);
+  ASSERT_NE(guard->maybeSchema(), nullptr);
+  PassCounters counters;
+  EXPECT_TRUE(DropExportGuards(g, &counters));
+  FileCheck().check_not("_assert_tensor_metadata")->check("aten::to")->run(*g);
+  EXPECT_EQ(counters["drop_export_guards.guards"], 1);
+  at::Tensor x = at::randn({3}, at::kDouble);  // the guard would have refused a double
+  EXPECT_TRUE(at::equal(RunGraphOn(g, {x})[0].toTensor(), x.to(at::kFloat)));
+  EXPECT_FALSE(DropExportGuards(g, &counters));
+}
+
+}  // namespace
+}  // namespace sentier

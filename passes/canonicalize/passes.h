@@ -123,6 +123,10 @@ bool EliminateCommonReads(const std::shared_ptr<torch::jit::Graph>& graph, PassC
 // input, not the constant's fan-out); returns the number of copies. OptimizeGraph spreads
 // first and pools last.
 bool PoolConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
+// DropExportGuards: removes the aten::_assert_tensor_metadata guards torch.export puts before
+// casts (drop_export_guards.cc says why).
+bool DropExportGuards(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 int64_t SpreadConstants(const std::shared_ptr<torch::jit::Graph>& graph);
 
 // --- LibTorch's passes (libtorch_passes.cc) -----------------------------------------------------

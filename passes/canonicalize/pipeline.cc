@@ -103,6 +103,8 @@ const std::vector<Pass>& Passes() {
   using O = const CanonicalizeOptions&;
   using I = const Inventory&;
   static const std::vector<Pass> passes = {
+      {"drop_export_guards", false, [](I i, O) { return i.Has("aten::_assert_tensor_metadata"); },
+       [](G g, O, const Inventory*, PassCounters* c) { return DropExportGuards(g, c); }},
       {"inline_calls", false,
        [](I i, O) { return i.Has(c10::prim::CallMethod) || i.Has(c10::prim::CallFunction); },
        [](G g, O, const Inventory*, PassCounters* c) { return InlineCalls(g, c); }},

@@ -1,7 +1,7 @@
 // pipeline.h — canonicalization: the passes of passes.h, in a fixed order, to a fixpoint.
 //
 // Canonicalize runs, in this order,
-//   inline_calls, fold_module_attributes, constant_propagation, remove_list_mutation,
+//   drop_export_guards, inline_calls, fold_module_attributes, constant_propagation, remove_list_mutation,
 //   fold_list_reads, fold_scalar_tensors, unroll_loops, lower_tuples, normalize_split_family, cse,
 //   dead_code
 // and repeats the sequence while any pass changed the graph (at most `max_iterations` times):
