@@ -25,6 +25,7 @@
 #include "runtime/file_util.h"
 #include "runtime/options_enums.h"
 #include "runtime/report_schema.h"
+#include "runtime/daemon/version_files.h"
 
 namespace sentier {
 namespace {
@@ -472,7 +473,7 @@ void DaemonManager::Finish(Running r, int wait_status) {
     }
   }
   ::unlink((r.stage + "/job.json").c_str());
-  if (report.value("status", "") == kRejected) ::unlink((r.stage + "/model.pt").c_str());
+  if (report.value("status", "") == kRejected) RemoveModelFiles(r.stage);
   report["rules_fingerprint"] = r.rules_fp;
   PublishResult(r.job, r.stage, report, seconds);
 }

@@ -17,6 +17,7 @@
 #include "runtime/pipeline/pipeline.h"
 #include "runtime/report.h"
 #include "runtime/torch_settings.h"
+#include "runtime/daemon/version_files.h"
 
 namespace sentier {
 namespace {
@@ -26,7 +27,7 @@ std::string Tag(const JobSpec& spec) { return absl::StrCat("[", spec.model, "/",
 // WriteJobReport: job.json in the staging directory (a rejected version has no model.pt).
 int WriteJobReport(const JobSpec& spec, const nlohmann::json& j) {
   if (j["status"] == std::string(ReportStatusName(ReportStatus::kRejected))) {
-    std::filesystem::remove(spec.stage_dir + "/model.pt");
+    RemoveModelFiles(spec.stage_dir);
     LOG(WARNING) << Tag(spec) << "rejected: " << j["reason"].get<std::string>();
   }
   absl::Status st = WriteFileSynced(spec.stage_dir + "/job.json", j.dump(2) + "\n");
@@ -39,7 +40,7 @@ int WriteJobReport(const JobSpec& spec, const nlohmann::json& j) {
 
 int Reject(const JobSpec& spec, const std::string& reason) {
   nlohmann::json j = NewReport("sentierd");
-  j["source"] = spec.source_dir + "/model.pt";
+  j["source"] = absl::StrCat(spec.source_dir, "/", ModelFileIn(spec.source_dir));
   j["status"] = std::string(ReportStatusName(ReportStatus::kRejected));
   j["reason"] = reason;
   return WriteJobReport(spec, j);
@@ -82,11 +83,14 @@ std::optional<ReusableDecision> EarlierDecision(const JobSpec& spec) {
 PipelineRequest JobRequest(const JobSpec& spec, const PipelineOptions& options,
                            std::shared_ptr<const RuleSet> rules) {
   PipelineRequest req;
-  req.model_path = spec.source_dir + "/model.pt";
-  req.inputs_path = spec.source_dir + "/inputs.pt";
+  const std::string model_file = ModelFileIn(spec.source_dir);
+  req.model_path = absl::StrCat(spec.source_dir, "/", model_file);
+  req.inputs_path = absl::StrCat(spec.source_dir, "/", kInputsFile);
+  // An exported program holds its sample inputs; an inputs.pt beside it is read instead.
+  if (model_file == kExportedModelFile && !std::filesystem::exists(req.inputs_path)) req.inputs_path.clear();
   req.rules = std::move(rules);
   req.options = options;
-  req.artifact_path = spec.stage_dir + "/model.pt";
+  req.artifact_path = absl::StrCat(spec.stage_dir, "/", model_file);
   req.validate = true;
   req.reuse = EarlierDecision(spec);
   return req;

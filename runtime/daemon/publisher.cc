@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/file_util.h"
+#include "runtime/daemon/version_files.h"
 
 namespace sentier {
 namespace {
@@ -97,6 +98,15 @@ std::string Publisher::PublishedDir(const std::string& model, int64_t version) c
   return absl::StrCat(root_, "/", model, "/", version);
 }
 
+namespace {
+bool ModelFileExists(const std::string& dir) {
+  for (absl::string_view f : {kTorchScriptModelFile, kExportedModelFile}) {
+    if (::access(absl::StrCat(dir, "/", f).c_str(), F_OK) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
 void Publisher::Discard(const std::string& staging) { RemoveTree(staging).IgnoreError(); }
 
 absl::Status Publisher::Publish(const std::string& staging, const std::string& model,
@@ -105,7 +115,7 @@ absl::Status Publisher::Publish(const std::string& staging, const std::string& m
   std::string dest = PublishedDir(model, version);
   struct stat st;
   bool exists = ::lstat(dest.c_str(), &st) == 0;
-  if (rejected && exists && ::access((dest + "/model.pt").c_str(), F_OK) == 0) {
+  if (rejected && exists && ModelFileExists(dest)) {
     Discard(staging);
     return absl::FailedPreconditionError(
         absl::StrCat("kept the earlier artifact '", dest, "': the re-run was rejected"));

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "passes/digest.h"
 #include "runtime/file_util.h"
+#include "runtime/daemon/version_files.h"
 
 namespace sentier {
 namespace {
@@ -160,14 +161,14 @@ bool RegistryWatcher::IsVersionToScan(const std::string& model, const std::strin
   return true;
 }
 
-// Adds the entry `f` of the version directory to the version's signature and, for model.pt and
-// inputs.pt, refuses the version when the file cannot or must not be loaded.
+// Adds the entry `f` of the version directory to the version's signature and, for model.pt,
+// model.pt2 and inputs.pt, refuses the version when the file cannot or must not be loaded.
 void RegistryWatcher::AddVersionFile(const std::string& vdir, const std::string& f, VersionInfo* info) const {
   std::string fp = absl::StrCat(vdir, "/", f);
   struct stat fst;
   if (::stat(fp.c_str(), &fst) != 0) {
     absl::StrAppend(&info->signature, f, ":dangling;");
-    if (info->refused_reason.empty() && (f == "model.pt" || f == "inputs.pt")) {
+    if (info->refused_reason.empty() && (IsModelFile(f) || f == kInputsFile)) {
       info->refused_reason = absl::StrCat(f, " is a dangling symlink");
     }
     return;
@@ -179,7 +180,11 @@ void RegistryWatcher::AddVersionFile(const std::string& vdir, const std::string&
   int access_errno = readable ? 0 : errno;
   absl::StrAppend(&info->signature, f, ":", static_cast<int64_t>(fst.st_size), ":",
                   mtime_ns, readable ? "" : ":unreadable", ";");
-  if (f != "model.pt" && f != "inputs.pt") return;
+  if (!IsModelFile(f) && f != kInputsFile) return;
+  if (IsModelFile(f) && ++info->model_files > 1) {
+    info->refused_reason = absl::StrCat("the version holds both ", kTorchScriptModelFile, " and ", kExportedModelFile,
+                                        ": one model per version");
+  }
   if (!info->refused_reason.empty()) return;
   if (!readable && S_ISREG(fst.st_mode)) {
     info->refused_reason = absl::StrCat(f, " is not readable (", std::strerror(access_errno), ")");

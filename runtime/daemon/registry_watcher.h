@@ -1,6 +1,6 @@
 // registry_watcher.h — the daemon's source: polls a model registry and reports settled versions.
 //
-// Layout: ROOT/<model>/<version>/{model.pt,inputs.pt}. <model> matches
+// Layout: ROOT/<model>/<version>/{model.pt,inputs.pt} or {model.pt2[,inputs.pt]} (version_files.h). <model> matches
 // [A-Za-z0-9][A-Za-z0-9._-]*, <version> is a positive decimal integer without leading zeros;
 // anything else (writers' tmp-… staging dirs, dot files) is ignored. A version is reported only
 // once its directory listing (names, sizes, mtimes) is unchanged across two consecutive polls
@@ -40,6 +40,7 @@ struct VersionInfo {
   std::string dir;             // ROOT/<model>/<version>
   std::string signature;       // names, sizes and mtimes of its entries
   std::string refused_reason;  // non-empty: the version must not be loaded (security, size)
+  int model_files = 0;         // model.pt and model.pt2 seen (more than one: refused)
 };
 
 struct RegistrySnapshot {
