@@ -6,6 +6,8 @@
   indexing.pt2  a lifted tensor constant, an index with an optional-tensor list, a Linear without
                 bias, view/reshape sizes, dropout (p = 0: the checker compares models that draw no
                 random numbers), two outputs;
+  feature_towers.pt2  slices of the input through a ModuleList of Linear + tanh, then cat (the
+                gradient-only planted rules apply to it: no batch norm zeroes the bias gradients);
   escape.pt2    towers.pt2 with one more entry whose name climbs out of the root folder;
   *.expected.pt the outputs torch computes on the archive's sample inputs.
 
@@ -35,6 +37,18 @@ class Towers(nn.Module):
         y = torch.cat([F.relu(p) for p in torch.split(y, 3, dim=1)], dim=1)
         e = self.emb(idx.long()).sum(1)
         return y.sum(1, keepdim=True) + e.float().sum(1, keepdim=True)
+
+
+class FeatureTowers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.towers = nn.ModuleList([nn.Linear(4, 4) for _ in range(4)])
+
+    def forward(self, x):
+        outs = []
+        for i, tower in enumerate(self.towers):
+            outs.append(torch.tanh(tower(x[:, 4 * i:4 * (i + 1)])))
+        return torch.cat(outs, dim=1)
 
 
 class Indexing(nn.Module):
@@ -69,6 +83,8 @@ def main():
     path = export("towers", towers, (x, idx), (out.detach(),))
     torch.manual_seed(0)
     export("indexing", Indexing(), (torch.randn(8, 4),), None)
+    torch.manual_seed(0)
+    export("feature_towers", FeatureTowers(), (torch.randn(8, 16),), None)
     with zipfile.ZipFile(path) as src, zipfile.ZipFile(os.path.join(HERE, "escape.pt2"), "w") as dst:
         for info in src.infolist():
             dst.writestr(info, src.read(info))

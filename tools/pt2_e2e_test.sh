@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# sentierd_pt2_test.sh — exported programs in the registry: a version holding model.pt2 (its
-# sample inputs in the archive) is optimized, validated and published as model.pt2 with its
-# report; a hostile .pt2 is rejected naming the archive's entry; a version holding both model.pt
-# and model.pt2 is refused; with Python torch at hand ($SENTIER_PYTHON), the published artifact
-# loads with torch.export.load and matches the original (outputs, gradients, 20 training steps).
+# pt2_e2e_test.sh — exported programs (.pt2) through the three tools, Python-free:
+#  - sentier_opt writes .pt2 from .pt2 (and refuses .pt from .pt2); sentier_check compares two
+#    programs on the archive's own sample inputs; the planted wrong rules (testdata/planted) are
+#    caught on a program as on TorchScript (outputs or the named parameter's gradient);
+#  - sentierd: a version holding model.pt2 is optimized, validated and published as model.pt2
+#    with its report; hostile archives are rejected naming the program; a version holding both
+#    model.pt and model.pt2 is refused;
+#  - with Python torch at hand ($SENTIER_PYTHON), the published artifact loads with
+#    torch.export.load and matches the original (outputs, gradients, 20 training steps).
 set -u
-RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/sentierd_pt2_test.runfiles}/sentier"
+RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/pt2_e2e_test.runfiles}/sentier"
 source "$RUN/tools/sentierd_test_lib.sh"
 T="${TEST_TMPDIR:-$(mktemp -d)}/pt2"
 rm -rf "$T"; mkdir -p "$T"
@@ -16,6 +20,27 @@ echo "not a zip archive" >"$R/hostile/1/model.pt2"
 head -c 20000 "$RUN/runtime/pt2/testdata/towers.pt2" >"$R/truncated/1/model.pt2"
 cp "$RUN/runtime/pt2/testdata/towers.pt2" "$R/both/1/model.pt2"
 "$MAKE" --model=towers --seed=1 --batch=8 --out_model="$R/both/1/model.pt" --out_inputs="$R/both/1/inputs.pt"
+
+OPT="$RUN/tools/sentier_opt"; CHECK="$RUN/tools/sentier_check"; PLANTED="$RUN/testdata/planted"
+SRC="$RUN/runtime/pt2/testdata/towers.pt2"
+"$OPT" --input="$SRC" --output="$T/opt.pt2" --report="$T/opt.json" >"$T/opt.txt" 2>&1 \
+  && grep -q "rewrites" "$T/opt.txt" && [[ -s "$T/opt.pt2" ]] && ok "sentier_opt .pt2 -> .pt2" || { fail "sentier_opt .pt2"; tail -3 "$T/opt.txt"; }
+"$OPT" --input="$SRC" --output="$T/opt.pt" >"$T/opt2.txt" 2>&1
+[[ $? == 2 ]] && grep -q "in its input's format" "$T/opt2.txt" && ok "sentier_opt .pt2 -> .pt refused (2)" || fail ".pt from .pt2"
+"$CHECK" --reference="$SRC" --candidate="$T/opt.pt2" --trials=2 >"$T/check.txt" 2>&1 \
+  && grep -q "^sentier_check: equivalent" "$T/check.txt" && ok "sentier_check: artifact equivalent" || { fail "sentier_check"; tail -3 "$T/check.txt"; }
+# drop_relu and dropped_bias on towers; the gradient-only ones on feature_towers (towers' batch
+# norm makes its linears' bias gradients zero: halving them changes nothing).
+FT="$RUN/runtime/pt2/testdata/feature_towers.pt2"
+for planted in drop_relu:$SRC dropped_bias:$SRC detach_weight:$FT halve_bias_gradient:$FT; do
+  model="${planted#*:}"; planted="${planted%%:*}"
+  "$OPT" --input="$model" --output="$T/planted_$planted.pt2" --rules="$PLANTED/$planted.rules" --allow_growth >"$T/p.txt" 2>&1 \
+    && grep -q "planted_$planted x" "$T/p.txt" || { fail "planted $planted not applied"; tail -3 "$T/p.txt"; continue; }
+  "$CHECK" --reference="$model" --candidate="$T/planted_$planted.pt2" --trials=1 >"$T/pc.txt" 2>&1
+  rc=$?
+  [[ $rc == 1 ]] && grep -qE "^sentier_check: (output|grad of param [a-z0-9_.]+) (differs|on samples)" "$T/pc.txt" \
+    && ok "planted $planted caught on .pt2" || { fail "planted $planted: exit $rc"; tail -3 "$T/pc.txt"; }
+done
 
 "$D" --registry="$R" --output="$O" --rules="$RUN/patterns" --once >"$T/log.txt" 2>&1
 rc=$?
