@@ -58,6 +58,11 @@ absl::StatusOr<Model> ModuleFromProgram(Pt2Archive archive, const std::string& p
 absl::StatusOr<std::vector<c10::IValue>> FlatSampleInputs(const Model& model, const c10::IValue& pickled,
                                                           const std::string& what);
 
+// NativeRuntimeInputs: `flat` (FlatSampleInputs' values) as nativert takes them: one value per
+// input of the program's signature that is not a parameter, buffer or constant, None where the
+// program holds a constant input (an argument exported as None).
+std::vector<c10::IValue> NativeRuntimeInputs(const Model& model, const std::vector<c10::IValue>& flat);
+
 // ProgramFromModule: the archive of `model` (loaded by ModuleFromProgram, then rewritten), its
 // tensor metadata recorded by running the forward once on `inputs` (on a copy of the module).
 absl::StatusOr<Pt2Archive> ProgramFromModule(const Model& model, const std::vector<c10::IValue>& inputs);

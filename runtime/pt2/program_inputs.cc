@@ -75,4 +75,16 @@ absl::StatusOr<std::vector<c10::IValue>> FlatSampleInputs(const Model& model, co
   return flat;
 }
 
+std::vector<c10::IValue> NativeRuntimeInputs(const Model& model, const std::vector<c10::IValue>& flat) {
+  auto source = std::dynamic_pointer_cast<const ExportedProgramSource>(model.format_data);
+  if (!source) return flat;
+  std::vector<c10::IValue> out;
+  size_t next = 0;
+  for (const nlohmann::json& spec : source->program["graph_module"]["signature"]["input_specs"]) {
+    if (spec.contains("constant_input")) out.emplace_back();
+    if (spec.contains("user_input") && next < flat.size()) out.push_back(flat[next++]);
+  }
+  return out;
+}
+
 }  // namespace sentier

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "passes/canonicalize/passes.h"
+#include "passes/torch_error.h"
 #include "runtime/pt2/exported_program.h"
 #include "runtime/pt2/program_internal.h"
 
@@ -156,6 +157,11 @@ absl::Status ProgramReader::AddInputs(const json& specs, const std::map<std::str
       std::string attr = absl::StrCat("sentier_constant_", source.constants.size());
       source.constants[attr] = target;
       added = AddAttribute(body.value("arg", json::object()).value("name", ""), attr, c->second, false);
+    } else if (kind == "constant_input") {  // a None or constant argument: inlined where used
+      auto value = ArgValue(body.value("value", json::object()), c10::Argument("value", c10::AnyType::get()), at);
+      if (!value.ok()) return value.status();
+      env_[body.value("name", "")] = *value;
+      scratch_.clear();
     } else if (kind == "user_input") {
       const json arg = body.value("arg", json::object());
       if (!arg.contains("as_tensor")) return Refuse(at, "a user input that is not a tensor is not supported");
@@ -453,7 +459,7 @@ absl::StatusOr<Model> ModuleFromProgram(Pt2Archive archive, const std::string& p
   try {
     model = ProgramReader(source->program, where).Read(archive, *source);
   } catch (const std::exception& e) {  // a JSON value of the wrong kind, a LibTorch check
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", std::string(e.what()).substr(0, 300)));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", TorchErrorMessage(e.what(), 300)));
   }
   if (!model.ok()) return model.status();
   source->archive = std::move(archive);

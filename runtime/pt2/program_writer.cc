@@ -1,6 +1,7 @@
 // program_writer.cc — the rewritten module back as an exported program (exported_program.h):
 // one recorded run gives every tensor's metadata and folds size reads to constants, then each
 // ATen node is written with its arguments named by its schema.
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -50,12 +51,13 @@ absl::StatusOr<std::unordered_map<const Value*, c10::IValue>> RecordValues(Graph
   return seen;
 }
 
-// FoldSizes: size and rank reads of tensors become the recorded ints (the program's shapes are
-// static), then constant propagation folds the arithmetic on them.
+// FoldSizes: size, rank, device and dtype reads of tensors become the recorded values (the
+// program's shapes are static), then constant propagation folds the arithmetic on them.
 void FoldSizes(std::shared_ptr<Graph> shared, const std::unordered_map<const Value*, c10::IValue>& seen) {
   Graph& graph = *shared;
-  static const std::set<std::string> kShapeReads = {"aten::size", "aten::dim", "aten::numel", "aten::len",
-                                                    "prim::shape"};
+  // Shapes, devices and dtypes are the program's own: torch.export writes them as constants too.
+  static const std::set<std::string> kShapeReads = {"aten::size", "aten::dim",    "aten::numel", "aten::len",
+                                                    "prim::shape", "prim::device", "prim::dtype"};
   std::vector<Node*> reads;
   for (Node* n : graph.nodes()) {
     if (kShapeReads.count(n->kind().toQualString()) && n->outputs().size() == 1) reads.push_back(n);
@@ -84,6 +86,7 @@ class ProgramWriter {
   absl::StatusOr<json> ArgFor(Value* v, const c10::Argument& formal);
   absl::Status AddNode(Node* n);
   absl::Status AliasListElements(Node* n);
+  std::optional<std::vector<std::string>> ListElements(Value* list);
   absl::StatusOr<json> OutputFor(Value* out);
   json TensorValues() const;
 
@@ -95,7 +98,9 @@ class ProgramWriter {
   std::set<std::string> taken_;
   std::map<std::string, at::Tensor> metas_;  // name -> a tensor with the value's metadata
   json nodes_ = json::array();
-  json input_specs_ = json::array();
+  json input_specs_ = json::array();  // parameters, buffers and constants (placeholders first)
+  json user_specs_ = json::array();   // then the user's inputs
+  int graph_constants_ = 0;
   std::map<std::string, at::Tensor> weights_, constants_;
   std::vector<std::string> params_;
 };
@@ -173,19 +178,23 @@ absl::Status ProgramWriter::AddInputs(Graph& graph) {
   for (const auto& b : module_.named_buffers(true)) {
     if (source_.constants.count(b.name)) add(b.name, b.value, "buffer");
   }
-  // The user inputs keep their placeholders' names.
-  std::vector<std::string> user_names;
+  // The user inputs keep their placeholders' names, and constant inputs (a None argument) their
+  // places among them.
+  size_t next = 1;
   for (const json& spec : source_.program["graph_module"]["signature"]["input_specs"]) {
-    if (spec.contains("user_input")) user_names.push_back(spec["user_input"]["arg"]["as_tensor"].value("name", ""));
-  }
-  if (user_names.size() + 1 != graph.inputs().size()) return CannotWrite("the forward's inputs changed in number");
-  for (size_t i = 0; i < user_names.size(); ++i) {
-    Value* in = graph.inputs()[i + 1];
-    std::string name = NameFor(in, user_names[i]);
+    if (spec.contains("constant_input")) {
+      user_specs_.push_back(spec);
+      continue;
+    }
+    if (!spec.contains("user_input")) continue;
+    if (next >= graph.inputs().size()) return CannotWrite("the forward's inputs changed in number");
+    Value* in = graph.inputs()[next++];
+    std::string name = NameFor(in, spec["user_input"]["arg"]["as_tensor"].value("name", ""));
     auto seen = seen_->find(in);
     if (seen != seen_->end() && seen->second.isTensor()) metas_[name] = seen->second.toTensor();
-    input_specs_.push_back({{"user_input", {{"arg", {{"as_tensor", {{"name", name}}}}}}}});
+    user_specs_.push_back({{"user_input", {{"arg", {{"as_tensor", {{"name", name}}}}}}}});
   }
+  if (next != graph.inputs().size()) return CannotWrite("the forward's inputs changed in number");
   return absl::OkStatus();
 }
 
@@ -252,16 +261,30 @@ absl::StatusOr<json> ProgramWriter::ArgFor(Value* v, const c10::Argument& formal
     for (json& item : items) names.push_back(item["as_tensor"]);
     return json{{"as_tensors", names}};
   }
-  if (lists_.count(v)) {
+  if (auto elems = ListElements(v)) {
     json names = json::array();
-    for (const auto& n : lists_[v]) names.push_back({{"name", n}});
+    for (const auto& n : *elems) names.push_back({{"name", n}});
     return json{{"as_tensors", names}};
   }
   auto c = torch::jit::toIValue(v);
   if (!c) return CannotWrite(absl::StrCat("value %", v->debugName(), " (from ", p->kind().toQualString(),
                                           ") is not a tensor or a constant (computed from tensor data?)"));
+  if (c->isTensor()) {  // a tensor constant of the graph: lifted, as torch.export lifts them
+    std::string constant;
+    do {
+      constant = absl::StrCat("sentier_graph_constant_", graph_constants_++);
+    } while (constants_.count(constant));
+    std::string name = NameFor(v, "c_" + constant);
+    metas_[name] = c->toTensor();
+    constants_[constant] = c->toTensor();
+    input_specs_.push_back({{"tensor_constant", {{"arg", {{"name", name}}}, {"tensor_constant_name", constant}}}});
+    return json{{"as_tensor", {{"name", name}}}};
+  }
   json arg = ScalarArg(*c, formal.real_type());
-  if (arg.is_null()) return CannotWrite(absl::StrCat("constant %", v->debugName(), " has a type the schema cannot hold"));
+  if (arg.is_null()) {
+    return CannotWrite(absl::StrCat("constant %", v->debugName(), " (", c->tagKind(), ", for argument '", formal.name(),
+                                    "' of ", formal.real_type()->str(), ") has a type the schema cannot hold"));
+  }
   if (formal.type()->kind() == c10::TypeKind::OptionalType &&
       formal.type()->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType &&
       c->isNone()) {
@@ -327,32 +350,66 @@ absl::Status ProgramWriter::AddNode(Node* n) {
   return absl::OkStatus();
 }
 
-// A ListUnpack or a constant-index __getitem__ of a tensor list names the list's elements.
-absl::Status ProgramWriter::AliasListElements(Node* n) {
-  Value* list = n->input(0);
-  std::vector<std::string> elems;
-  if (lists_.count(list)) {
-    elems = lists_[list];
-  } else if (list->node()->kind() == c10::prim::ListConstruct) {
-    for (Value* item : list->node()->inputs()) {
-      if (!names_.count(item)) return CannotWrite("a list element that is not a tensor the graph computes");
+// The names of a tensor list's elements, where the graph says them: a ListConstruct, a list an
+// operator returned, a concatenation (aten::add.t) or a constant slice of such lists.
+std::optional<std::vector<std::string>> ProgramWriter::ListElements(Value* list) {
+  if (lists_.count(list)) return lists_[list];
+  Node* p = list->node();
+  if (p->kind() == c10::prim::ListConstruct) {
+    std::vector<std::string> elems;
+    for (Value* item : p->inputs()) {
+      if (!names_.count(item)) return std::nullopt;
       elems.push_back(names_[item]);
     }
-  } else if (n->kind() == c10::prim::ListUnpack && lists_.count(list) == 0) {
-    return CannotWrite(absl::StrCat("%", list->debugName(), " is unpacked but is not a list of tensors"));
+    return elems;
+  }
+  if (p->kind() == c10::aten::add && p->inputs().size() == 2 && p->output()->type()->kind() == c10::TypeKind::ListType) {
+    auto a = ListElements(p->input(0)), b = ListElements(p->input(1));
+    if (!a || !b) return std::nullopt;
+    a->insert(a->end(), b->begin(), b->end());
+    return a;
+  }
+  if (p->kind() == c10::aten::list && p->inputs().size() == 1) return ListElements(p->input(0));  // a copy
+  if (p->kind() == c10::aten::slice && p->output()->type()->kind() == c10::TypeKind::ListType) {
+    auto elems = ListElements(p->input(0));
+    auto start = torch::jit::toIValue(p->input(1)), stop = torch::jit::toIValue(p->input(2)),
+         step = torch::jit::toIValue(p->input(3));
+    if (!elems || !start || !stop || !step) return std::nullopt;
+    const int64_t n = elems->size();
+    auto clampi = [n](const c10::IValue& v, int64_t dflt) {
+      if (v.isNone()) return dflt;
+      int64_t i = v.toInt() < 0 ? v.toInt() + n : v.toInt();
+      return std::max<int64_t>(0, std::min<int64_t>(i, n));
+    };
+    int64_t s0 = clampi(*start, 0), s1 = clampi(*stop, n), st = step->isNone() ? 1 : step->toInt();
+    if (st <= 0) return std::nullopt;
+    std::vector<std::string> out;
+    for (int64_t i = s0; i < s1; i += st) out.push_back((*elems)[i]);
+    return out;
+  }
+  return std::nullopt;
+}
+
+// A ListUnpack or a constant-index __getitem__ of a tensor list names the list's elements; the
+// other list operators (concatenation, slices) are read where their lists are used.
+absl::Status ProgramWriter::AliasListElements(Node* n) {
+  auto elems = ListElements(n->input(0));
+  if (!elems) {
+    return CannotWrite(absl::StrCat("%", n->input(0)->debugName(), " (", n->input(0)->node()->kind().toQualString(),
+                                    ") is read as a list of tensors the graph does not spell out"));
   }
   if (n->kind() == c10::prim::ListUnpack) {
-    if (elems.size() != n->outputs().size()) return CannotWrite("a list unpacked into another number of values");
-    for (size_t i = 0; i < elems.size(); ++i) names_[n->output(i)] = elems[i];
+    if (elems->size() != n->outputs().size()) return CannotWrite("a list unpacked into another number of values");
+    for (size_t i = 0; i < elems->size(); ++i) names_[n->output(i)] = (*elems)[i];
     return absl::OkStatus();
   }
   auto index = torch::jit::toIValue(n->input(1));
-  if (!index || !index->isInt() || elems.empty()) {
+  if (!index || !index->isInt()) {
     return CannotWrite(absl::StrCat("%", n->output()->debugName(), " indexes a list with a value that is not constant"));
   }
-  int64_t i = index->toInt() < 0 ? index->toInt() + static_cast<int64_t>(elems.size()) : index->toInt();
-  if (i < 0 || i >= static_cast<int64_t>(elems.size())) return CannotWrite("a list index out of range");
-  names_[n->output()] = elems[i];
+  int64_t i = index->toInt() < 0 ? index->toInt() + static_cast<int64_t>(elems->size()) : index->toInt();
+  if (i < 0 || i >= static_cast<int64_t>(elems->size())) return CannotWrite("a list index out of range");
+  names_[n->output()] = (*elems)[i];
   return absl::OkStatus();
 }
 
@@ -376,6 +433,12 @@ absl::StatusOr<Pt2Archive> ProgramWriter::Write(Graph& graph, const std::unorder
       case c10::aten::__getitem__:
         if (absl::Status ok = AliasListElements(n); !ok.ok()) return ok;
         continue;
+      case c10::aten::add:
+      case c10::aten::slice:
+      case c10::aten::list:
+        if (n->output()->type()->kind() == c10::TypeKind::ListType) continue;  // read where used
+        if (absl::Status ok = AddNode(n); !ok.ok()) return ok;
+        continue;
       default:
         if (absl::Status ok = AddNode(n); !ok.ok()) return ok;
     }
@@ -396,10 +459,12 @@ absl::StatusOr<Pt2Archive> ProgramWriter::Write(Graph& graph, const std::unorder
     graph_outputs.push_back(arg);
     sig["output_specs"][i]["user_output"]["arg"] = arg;
   }
+  for (const json& spec : user_specs_) input_specs_.push_back(spec);
   json graph_inputs = json::array();
   for (const json& spec : input_specs_) {
     const json& body = spec.begin().value();
-    graph_inputs.push_back(body["arg"].contains("as_tensor") ? body["arg"] : json{{"as_tensor", body["arg"]}});
+    if (spec.contains("constant_input")) graph_inputs.push_back(body["value"]);
+    else graph_inputs.push_back(body["arg"].contains("as_tensor") ? body["arg"] : json{{"as_tensor", body["arg"]}});
   }
   g["inputs"] = graph_inputs;
   g["outputs"] = graph_outputs;

@@ -102,7 +102,7 @@ absl::Status ExportedProgram::Save(const Model& model, const std::string& path) 
   if (absl::Status ok = WriteFileAtomically(staged, *bytes); !ok.ok()) return ok;
   absl::Status checked = Load(staged).status();
   if (checked.ok()) {
-    auto ran = RunInNativeRuntime(staged, *inputs);
+    auto ran = RunInNativeRuntime(staged, NativeRuntimeInputs(model, *inputs));
     if (!ran.ok() && !absl::IsUnimplemented(ran.status())) checked = ran.status();
   }
   std::error_code ignored;
