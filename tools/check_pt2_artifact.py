@@ -20,7 +20,8 @@ archives (testdata/models/pt2, testdata/optimus_conformance/pt2) are exported in
       gradient of every parameter and of every floating input is equal within the tolerance,
       with the same layout (a sparse embedding gradient stays sparse). Parameters and buffers are
       matched by name: the artifact must keep the original's names; missing and extra names are
-      reported and fail the check. With --renamed-ok (a stacked parameter layout) an original
+      reported and fail the check (the buffers are those of the graph signature; lifted tensor
+      constants may come and go). With --renamed-ok (a stacked parameter layout) an original
       tensor missing from the artifact is found by value among the artifact's extra tensors:
       the same tensor under another name, a slice along a new dimension (stacked) or a block
       along an existing one (concatenated); its gradient is then that slice or block of the
@@ -31,6 +32,9 @@ archives (testdata/models/pt2, testdata/optimus_conformance/pt2) are exported in
       grows with the step: (k + 1) * (atol + rtol * sum|output * W|) at step k.
   (d) the call_function nodes of both graphs (all, and those other than getitem) are counted
       and reported.
+
+An artifact whose graph is in another mode than the original's (batch_norm nodes in eval form
+where the original trains, no dropout that draws where the original has one) fails too.
 
 Dropout: with --dropout seed (the default) the global generator is seeded with --seed before
 every forward of either module, so that a dropout draws the same mask in both as long as both
@@ -189,6 +193,15 @@ def disable_dropout(module: torch.fx.GraphModule) -> int:
             count += 1
     module.recompile()
     return count
+
+
+def state_buffers(ep: torch.export.ExportedProgram, module: torch.nn.Module
+                  ) -> Dict[str, Tensor]:
+    """The module's buffers that are the program's buffers (its graph signature's), not the
+    lifted tensor constants that the loaded module also holds as buffers: a rewrite may add or
+    drop constants (index tensors, say)."""
+    names = set(ep.graph_signature.buffers)
+    return {k: v for k, v in module.named_buffers() if k in names}
 
 
 class Runner:
@@ -367,6 +380,52 @@ def _forward(module, args, kwargs, seed: int):
     return module(*args, **kwargs)
 
 
+def gradient_problems(params_o: Dict[str, Tensor], params_a: Dict[str, Tensor],
+                      p_places: Dict[str, Place], in_o: List[Tensor], in_a: List[Tensor],
+                      rtol: float, atol: float, sparse_names: List[str]) -> List[str]:
+    """The parameter and input gradients after both backwards that differ; appends the names
+    of the parameters whose gradient is sparse to sparse_names."""
+    grads: List[str] = []
+    for k, place in p_places.items():
+        g_o, whole = params_o[k].grad, params_a[place.name].grad
+        if g_o is None and whole is None:
+            continue
+        if g_o is None or whole is None:
+            grads.append("parameter %s: gradient %s in the original, %s in the artifact" % (
+                k, "none" if g_o is None else "set", "none" if whole is None else "set"))
+            continue
+        if g_o.layout != whole.layout:
+            grads.append("parameter %s: gradient layout %s vs %s" % (k, g_o.layout, whole.layout))
+            continue
+        if g_o.layout != torch.strided:
+            sparse_names.append(k)
+        why = compare_tensors(_dense(g_o), place.take(_dense(whole)), rtol, atol)
+        if why:
+            grads.append("parameter %s gradient: %s" % (k, why))
+    for i, (x, y) in enumerate(zip(in_o, in_a)):
+        if (x.grad is None) != (y.grad is None):
+            grads.append("input %d: gradient in one only" % i)
+        elif x.grad is not None:
+            why = compare_tensors(x.grad, y.grad, rtol, atol)
+            if why:
+                grads.append("input %d gradient: %s" % (i, why))
+    return grads
+
+
+def mode_problems(mode_o: Dict[str, int], mode_a: Dict[str, int]) -> List[str]:
+    """A graph exported in another mode than the original: batch_norm nodes that no longer
+    train, or no dropout that draws where the original has one."""
+    problems = []
+    if mode_o["batch_norm_training"] and mode_a["batch_norm_eval"] > mode_o["batch_norm_eval"]:
+        problems.append("the artifact has %d batch_norm in eval form, the original %d (and %d "
+                        "training)" % (mode_a["batch_norm_eval"], mode_o["batch_norm_eval"],
+                                       mode_o["batch_norm_training"]))
+    if mode_o["dropout_drawing"] and not mode_a["dropout_drawing"]:
+        problems.append("the artifact has no dropout that draws, the original %d"
+                        % mode_o["dropout_drawing"])
+    return problems
+
+
 def check(orig_path: str, art_path: str, steps: int, rtol: float, atol: float,
           renamed_ok: bool, dropout: str, seed: int) -> Dict[str, Any]:
     ep_o, ep_a = load(orig_path), load(art_path)
@@ -380,12 +439,17 @@ def check(orig_path: str, art_path: str, steps: int, rtol: float, atol: float,
         "counts": {"original": graph_counts(ep_o), "artifact": graph_counts(ep_a)},
     }
     problems: List[str] = []
+    if dropout == "seed":
+        problems += mode_problems(report["mode"]["original"], report["mode"]["artifact"])
+    else:
+        problems += mode_problems(dict(report["mode"]["original"], dropout_drawing=0),
+                                  report["mode"]["artifact"])
     run_o, run_a = Runner(ep_o, dropout == "off"), Runner(ep_a, dropout == "off")
 
     # (a) forward, (b) gradients.
     m_o, m_a = run_o.fresh(), run_a.fresh()
     params_o, params_a = dict(m_o.named_parameters()), dict(m_a.named_parameters())
-    bufs_o, bufs_a = dict(m_o.named_buffers()), dict(m_a.named_buffers())
+    bufs_o, bufs_a = state_buffers(ep_o, m_o), state_buffers(ep_a, m_a)
     p_places, p_missing, p_extra, p_probs = match_names(params_o, params_a, renamed_ok,
                                                         "parameter")
     b_places, b_missing, b_extra, b_probs = match_names(bufs_o, bufs_a, renamed_ok, "buffer")
@@ -405,7 +469,7 @@ def check(orig_path: str, art_path: str, steps: int, rtol: float, atol: float,
         # E.g. a module that writes in place to an input: run it on inputs without gradients.
         input_grads = False
         m_o = run_o.fresh()
-        params_o, bufs_o = dict(m_o.named_parameters()), dict(m_o.named_buffers())
+        params_o, bufs_o = dict(m_o.named_parameters()), state_buffers(ep_o, m_o)
         a_o, k_o, in_o = _inputs(args, kwargs, False)
         try:
             out_o = _forward(m_o, a_o, k_o, seed)
@@ -439,31 +503,8 @@ def check(orig_path: str, art_path: str, steps: int, rtol: float, atol: float,
             grads.append("no artifact output needs a gradient")
         else:
             loss_a.backward()
-            for k, place in p_places.items():
-                g_o, whole = params_o[k].grad, params_a[place.name].grad
-                if g_o is None and whole is None:
-                    continue
-                if g_o is None or whole is None:
-                    grads.append("parameter %s: gradient %s in the original, %s in the artifact"
-                                 % (k, "none" if g_o is None else "set",
-                                    "none" if whole is None else "set"))
-                    continue
-                if g_o.layout != whole.layout:
-                    grads.append("parameter %s: gradient layout %s vs %s" % (
-                        k, g_o.layout, whole.layout))
-                    continue
-                if g_o.layout != torch.strided:
-                    sparse_names.append(k)
-                why = compare_tensors(_dense(g_o), place.take(_dense(whole)), rtol, atol)
-                if why:
-                    grads.append("parameter %s gradient: %s" % (k, why))
-            for i, (x, y) in enumerate(zip(in_o, in_a)):
-                if (x.grad is None) != (y.grad is None):
-                    grads.append("input %d: gradient in one only" % i)
-                elif x.grad is not None:
-                    why = compare_tensors(x.grad, y.grad, rtol, atol)
-                    if why:
-                        grads.append("input %d gradient: %s" % (i, why))
+            grads = gradient_problems(params_o, params_a, p_places, in_o, in_a, rtol, atol,
+                                      sparse_names)
     problems += grads
     report["gradients"] = {
         "parameters": sum(1 for p in params_o.values() if p.grad is not None),
@@ -555,7 +596,8 @@ def verdict(report: Dict[str, Any], steps: int) -> str:
     else:
         train_text = "training skipped (%s)" % trained.get("skipped", "--steps 0")
     renamed = len(report["names"]["renamed"])
-    return "equivalent: outputs, %d parameter and %d input gradients, %s within rtol %g atol %g%s; %s" % (
+    return ("equivalent: outputs, %d parameter and %d input gradients, %s within rtol %g atol %g"
+            "%s; %s") % (
         g["parameters"], g["inputs"], train_text, report["rtol"], report["atol"],
         "; %d tensors found renamed" % renamed if renamed else "", counts)
 

@@ -119,7 +119,8 @@ def _bitwise_equal(a: Any, b: Any) -> bool:
                 return False
             if x.layout == torch.strided and x.dtype.is_floating_point:
                 # The bits, so that NaN equals NaN (batch_nan_to_num_list_slice's inputs).
-                if not torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)):
+                bits_x = x.contiguous().view(torch.uint8)
+                if not torch.equal(bits_x, y.contiguous().view(torch.uint8)):
                     return False
             elif not torch.equal(x, y):
                 return False
