@@ -345,7 +345,10 @@ absl::Status ProgramWriter::AddNode(Node* n) {
                {"outputs", outputs},
                {"metadata", json::object()},
                {"is_hop_single_tensor_return", nullptr}};
-  if (!outputs.empty() && outputs[0].contains("as_tensor")) node["name"] = outputs[0]["as_tensor"]["name"];
+  // A node with one tensor result is named by it (as torch.export names them); one with several,
+  // or with a list, gets its own name: FX reads each result through a getitem of that name.
+  if (outputs.size() == 1 && outputs[0].contains("as_tensor")) node["name"] = outputs[0]["as_tensor"]["name"];
+  else node["name"] = Unique(op);
   nodes_.push_back(node);
   return absl::OkStatus();
 }
