@@ -59,6 +59,9 @@ struct CheckOptions {
   // executor (LibTorch 1.13 asserts on some graphs with aten::stack). A step of the candidate
   // that throws with the executor fails the check's timing with an error naming the candidate.
   double executor_stall_s = 60.0;
+  // false: the models' shapes are their own (an exported program's are static): no trial at
+  // twice the batch.
+  bool batch_x2 = true;
   std::vector<bool> fixed_inputs;   // fixed_inputs[i]: argument i does not follow the batch (a
                                     // parameter passed as an input): not doubled at batch x2
 };

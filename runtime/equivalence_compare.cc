@@ -44,7 +44,7 @@ std::vector<std::pair<std::string, std::vector<c10::IValue>>> MakeTrials(
   for (int k = 1; k < std::max(1, options.trials); ++k) {
     trials.emplace_back(absl::StrCat("random ", k), RandomInputsLike(samples, gen, 1, options.fixed_inputs));
   }
-  trials.emplace_back("batch x2", RandomInputsLike(samples, gen, 2, options.fixed_inputs));
+  if (options.batch_x2) trials.emplace_back("batch x2", RandomInputsLike(samples, gen, 2, options.fixed_inputs));
   return trials;
 }
 

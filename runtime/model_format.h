@@ -62,6 +62,9 @@ class ModelFormat {
   virtual absl::Status Save(const Model& model, const std::string& path) const = 0;
   // KeepOriginal: `artifact_path` becomes the original `as_loaded` came from, byte for byte.
   virtual absl::Status KeepOriginal(const Model& as_loaded, const std::string& artifact_path) const;
+  // StaticShapes: whether the format's programs are specialized to their sample inputs' shapes
+  // (an exported program): checks then compare at those shapes only, never at twice the batch.
+  virtual bool StaticShapes() const { return false; }
   // Runnable: the module whose steps are compared and timed (FailedPrecondition for a model
   // without one).
   virtual absl::StatusOr<torch::jit::Module> Runnable(const Model& model) const;

@@ -109,6 +109,7 @@ absl::StatusOr<Validation> Validate(const PipelineRequest& req, const LoadedMode
   auto pair = LoadPair(req, loaded);
   if (!pair.ok()) return pair.status();
   CheckOptions options = ValidationOptions(req, placement, gate, reused_from.has_value());
+  options.batch_x2 = !loaded.format->StaticShapes();
   std::optional<CarriedReference> carried = ReferenceToCarry(req, gate, reused_from, options);
   options.time_reference = !carried.has_value();
   auto checked = EquivalenceChecker(options).Check(pair->reference, pair->candidate, loaded.inputs);

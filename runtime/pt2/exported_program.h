@@ -20,7 +20,9 @@
 // which keeps them in place).
 // Back: ProgramFromModule writes the rewritten forward as nodes of the same schema, every tensor's
 // metadata (dtype, sizes, strides, requires_grad) recorded from one run on the sample inputs, and
-// every parameter and buffer the forward reads as a weight entry, under its dotted name; the
+// every parameter and buffer the forward reads as a weight entry, under its dotted name (a stacked
+// layout's parameters under their stored names, its record in extra/sentier_param_layout.json,
+// read back into the module's `sentier_param_layout` attribute, as TorchScript artifacts hold it); the
 // signature's user inputs and outputs, the module call graph and the rest of the JSON are the
 // original's. Shapes are static: sizes read in the graph are folded to the run's values, and a
 // value computed from tensor data that is not a tensor is refused.

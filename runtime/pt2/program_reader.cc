@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "passes/canonicalize/passes.h"
+#include "passes/stacked_parameters.h"
 #include "passes/torch_error.h"
 #include "runtime/pt2/exported_program.h"
 #include "runtime/pt2/program_internal.h"
@@ -440,6 +441,13 @@ absl::StatusOr<Model> ProgramReader::Read(const Pt2Archive& archive, ExportedPro
       c10::QualifiedName(*module.type()->name(), "forward"), graph_);
   module.type()->addMethod(fn);
   Model model;
+  auto layout = archive.entries.find(std::string(kPt2ParamLayoutEntry));
+  if (layout != archive.entries.end()) {  // a stacked layout's record, as the TorchScript form keeps it
+    module.register_attribute(kParamLayoutAttribute, c10::StringType::get(), layout->second);
+    if (auto read = ReadParamLayout(module); !read.ok()) {
+      return Refuse(where_, absl::StrCat("entry '", kPt2ParamLayoutEntry, "': ", read.status().message()));
+    }
+  }
   model.is_module = true;
   model.module = module;
   model.graph = graph_;

@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/stacked_parameters.h"
 #include "runtime/graph_runner.h"
 #include "runtime/pt2/exported_program.h"
 #include "runtime/pt2/program_internal.h"
@@ -476,6 +477,10 @@ absl::StatusOr<Pt2Archive> ProgramWriter::Write(Graph& graph, const std::unorder
   sig["input_specs"] = input_specs_;
   Pt2Archive archive = source_.archive;
   archive.entries[std::string(kPt2ProgramEntry)] = program.dump();
+  archive.entries.erase(std::string(kPt2ParamLayoutEntry));
+  if (module_.hasattr(kParamLayoutAttribute)) {
+    archive.entries[std::string(kPt2ParamLayoutEntry)] = module_.attr(kParamLayoutAttribute).toStringRef();
+  }
   if (absl::Status ok = pt2::WriteWeights(weights_, params_, std::string(kPt2WeightsConfigEntry), "data/weights/", archive); !ok.ok()) return ok;
   if (absl::Status ok = pt2::WriteWeights(constants_, {}, std::string(kPt2ConstantsConfigEntry), "data/constants/", archive); !ok.ok()) return ok;
   return archive;

@@ -46,6 +46,8 @@ constexpr absl::string_view kPt2ProgramEntry = "models/model.json";
 constexpr absl::string_view kPt2WeightsConfigEntry = "data/weights/model_weights_config.json";
 constexpr absl::string_view kPt2ConstantsConfigEntry = "data/constants/model_constants_config.json";
 constexpr absl::string_view kPt2SampleInputsEntry = "data/sample_inputs/model.pt";
+// A stacked parameter layout's record (passes/stacked_parameters.h: ParamLayout as JSON).
+constexpr absl::string_view kPt2ParamLayoutEntry = "extra/sentier_param_layout.json";
 
 }  // namespace sentier
 

@@ -81,6 +81,7 @@ class ExportedProgram : public ModelFormat {
   }
 
   absl::Status Save(const Model& model, const std::string& path) const override;
+  bool StaticShapes() const override { return true; }
 };
 
 // The archive's own sample inputs, or zeros of the program's input shapes where it holds none.

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "runtime/equivalence_checker.h"
 #include "runtime/graph_runner.h"
+#include "runtime/model_format.h"
 
 namespace sentier {
 namespace corpus {
@@ -48,8 +49,13 @@ const nlohmann::json* EntryOf(const std::string& dir, const std::string& model) 
   return nullptr;
 }
 
-std::string Archive::path() const { return absl::StrCat(dir, "/", torch, "/", model, "/", kind, ".pt"); }
-std::string Archive::inputs() const { return absl::StrCat(dir, "/", torch, "/", model, "/inputs.pt"); }
+std::string Archive::path() const {
+  if (exported()) return absl::StrCat(dir, "/pt2/", model, ".pt2");
+  return absl::StrCat(dir, "/", torch, "/", model, "/", kind, ".pt");
+}
+std::string Archive::inputs() const {
+  return exported() ? "" : absl::StrCat(dir, "/", torch, "/", model, "/inputs.pt");  // a .pt2 holds its own
+}
 
 void PrintTo(const Archive& a, std::ostream* os) { *os << a.torch << "/" << a.model << "/" << a.kind; }
 
@@ -81,6 +87,15 @@ std::vector<Archive> ArchivesOf(const std::string& dir) {
       if (e.value("traced", false)) out.push_back({dir, torch, model, "traced"});
     }
   }
+  // The exported programs pt2/MANIFEST.json lists as exported (torch refuses some).
+  std::ifstream pt2(dir + "/pt2/MANIFEST.json");
+  if (pt2.good()) {
+    nlohmann::json exported = nlohmann::json::parse(pt2);
+    for (const nlohmann::json& e : manifest["models"]) {
+      const nlohmann::json& m = exported["modules"].value(e["name"].get<std::string>(), nlohmann::json::object());
+      if (m.value("exported", false)) out.push_back({dir, "torch2.11", e["name"], "exported"});
+    }
+  }
   return out;
 }
 
@@ -88,14 +103,15 @@ absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, b
                                           const std::vector<std::string>& without) {
   std::ifstream probe(a.path());
   if (!probe.good()) return absl::NotFoundError(absl::StrCat(a.path(), " is missing"));
-  auto model = LoadModel(a.path());
+  const ModelFormat* format = *FormatFor(a.path());
+  auto model = format->Load(a.path());
   if (!model.ok()) {
-    if (a.torch != "torch1.13") {
+    if (a.torch != "torch1.13" && !a.exported()) {
       *skip = absl::StrCat(a.torch, " archive not readable by this LibTorch: ", model.status().message());
     }
     return model.status();
   }
-  auto inputs = LoadSampleInputsFor(a.inputs(), model->module);
+  auto inputs = format->SampleInputs(*model, a.inputs());
   if (!inputs.ok()) return inputs.status();
   static const std::shared_ptr<const RuleSet> rules = [] {
     auto r = LoadRules({DefaultRulesDir()});
@@ -131,6 +147,15 @@ void ExpectRulesFired(const OptimizeReport& report, const nlohmann::json& expect
   EXPECT_TRUE(report.stats.errors.empty()) << report.stats.first_error.begin()->second;
 }
 
+nlohmann::json ExpectedRules(const nlohmann::json& entry, const nlohmann::json& rules, const Archive& a) {
+  nlohmann::json expected = nlohmann::json::array();
+  const nlohmann::json differs = entry.value("exported_differs", nlohmann::json::object());
+  for (const nlohmann::json& rule : rules) {
+    if (!a.exported() || !differs.contains(rule.get<std::string>())) expected.push_back(rule);
+  }
+  return expected;
+}
+
 std::string FiredRules(const OptimizeReport& report) {
   std::vector<std::string> fired;
   for (const auto& [name, n] : report.stats.applications) fired.push_back(absl::StrCat(name, " x", n));
@@ -139,11 +164,14 @@ std::string FiredRules(const OptimizeReport& report) {
 
 void ExpectEquivalentArtifact(const Archive& a, Optimized& o, const std::string& suffix, bool no_batch_x2) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string out = absl::StrCat(tmp ? tmp : "/tmp", "/", a.torch, "-", a.model, "-", a.kind, suffix);
-  ASSERT_TRUE(SaveModel(o.model, out).ok());
-  auto reloaded = LoadModel(out);
+  const ModelFormat* format = *FormatFor(a.path());
+  std::string out = absl::StrCat(tmp ? tmp : "/tmp", "/", a.torch, "-", a.model, "-", a.kind, suffix,
+                                 a.exported() ? "2" : "");
+  absl::Status saved = format->Save(o.model, out);
+  ASSERT_TRUE(saved.ok()) << saved;
+  auto reloaded = format->Load(out);
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
-  auto original = LoadModel(a.path());
+  auto original = format->Load(a.path());
   ASSERT_TRUE(original.ok());
   std::map<std::string, at::Tensor> artifact_buffers;
   for (const auto& b : reloaded->module.named_buffers(/*recurse=*/true)) artifact_buffers[b.name] = b.value;
@@ -154,6 +182,7 @@ void ExpectEquivalentArtifact(const Archive& a, Optimized& o, const std::string&
   }
   CheckOptions check;  // CPU, outputs and gradients, samples + 1 random set + batch x2
   check.trials = 2;
+  check.batch_x2 = !format->StaticShapes();
   auto r = EquivalenceChecker(check).Check(original->module, reloaded->module, o.inputs);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->equivalent) << r->first_failure;
@@ -166,7 +195,8 @@ void ExpectEquivalentArtifact(const Archive& a, Optimized& o, const std::string&
   bool has_params = false;
   for (const at::Tensor& p : original->module.parameters()) has_params |= p.requires_grad();
   EXPECT_TRUE(param_grads || !has_params) << "no parameter gradient was compared";
-  EXPECT_TRUE(random && (batch_x2 || no_batch_x2))
+  // An exported program's shapes are static: it has no twice-the-batch trial.
+  EXPECT_TRUE(random && (batch_x2 || no_batch_x2 || a.exported()))
       << "trials skipped: " << absl::StrJoin(r->skipped_trials, "; ");
 }
 

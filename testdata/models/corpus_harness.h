@@ -41,16 +41,18 @@ struct Archive {
   std::string dir;    // the set's directory
   std::string torch;  // "torch1.13", "torch2.11"
   std::string model;
-  std::string kind;   // "scripted", "traced"
+  std::string kind;   // "scripted", "traced", "exported" (pt2/<model>.pt2, torch.export's archive)
+  bool exported() const { return kind == "exported"; }
   std::string path() const;
-  std::string inputs() const;
+  std::string inputs() const;  // "" for an exported program: the archive holds its inputs
 };
 void PrintTo(const Archive& a, std::ostream* os);
 // A gtest parameter name: torch1_13_<model>_<kind>.
 std::string ArchiveName(const Archive& a);
 
 // Every archive the manifest in `dir` names: per torch version (torch1.13, torch2.11) that its
-// entry's `archives` lists (else the manifest's top-level `archives`; default: both), the scripted one and, where `traced` is true, the traced one.
+// entry's `archives` lists (else the manifest's top-level `archives`; default: both), the scripted one and, where `traced` is true, the traced one;
+// then each exported program pt2/MANIFEST.json lists as exported (kind "exported").
 std::vector<Archive> ArchivesOf(const std::string& dir);
 
 struct Optimized {
@@ -69,6 +71,10 @@ absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, b
 // The rules `expected` names must fire ("a|b": one of them; scripted and traced code spell some
 // idioms differently), and no rule may fail or be stopped.
 void ExpectRulesFired(const OptimizeReport& report, const nlohmann::json& expected);
+// ExpectedRules: `rules` (a list from the manifest entry), less, for an exported program, those
+// the entry's `exported_differs` names (rule -> why torch.export's graph has no such waste: it
+// spells the idiom otherwise, or computes the size statically).
+nlohmann::json ExpectedRules(const nlohmann::json& entry, const nlohmann::json& rules, const Archive& a);
 // "rule x3, other x1".
 std::string FiredRules(const OptimizeReport& report);
 

@@ -63,7 +63,7 @@ TEST_P(CorpusTest, OptimizedArtifactIsEquivalentAndExpectedRulesFire) {
   const nlohmann::json* entry = Entry(a.model);
   ASSERT_NE(entry, nullptr);
   SCOPED_TRACE(absl::StrCat(a.path(), ": fired ", FiredRules(o->report)));
-  ExpectRulesFired(o->report, (*entry)["expect_rules"]);
+  ExpectRulesFired(o->report, corpus::ExpectedRules(*entry, (*entry)["expect_rules"], a));
   ExpectEquivalent(a, *o, ".opt.pt");
 }
 
@@ -89,7 +89,7 @@ TEST_P(CorpusStackedTest, StackedLayoutFiresExpectedRulesAndStaysEquivalent) {
   if (!skip.empty()) GTEST_SKIP() << skip;
   ASSERT_TRUE(o.ok()) << a.path() << ": " << o.status();
   SCOPED_TRACE(absl::StrCat(a.path(), " (stacked): fired ", FiredRules(o->report)));
-  ExpectRulesFired(o->report, (*Entry(a.model))["stacked_expect_rules"]);
+  ExpectRulesFired(o->report, corpus::ExpectedRules(*Entry(a.model), (*Entry(a.model))["stacked_expect_rules"], a));
   EXPECT_FALSE(o->report.param_layout.empty());
   if (Entry(a.model)->contains("stacked_lookups")) {
     EXPECT_EQ(Lookups(*o->model.graph), (*Entry(a.model))["stacked_lookups"].get<int64_t>());

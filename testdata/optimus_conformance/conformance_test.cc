@@ -25,6 +25,7 @@
 #include "runtime/graph_runner.h"
 #include "runtime/model_io.h"
 #include "runtime/torch_settings.h"
+#include "runtime/model_format.h"
 #include "testdata/models/corpus_harness.h"
 
 namespace sentier {
@@ -68,26 +69,27 @@ TEST_P(ConformanceTest, RulesFireAndArtifactIsEquivalentAndNoLarger) {
   ASSERT_NE(entry, nullptr);
   // The rules sentier_opt's untimed decision leaves out for this kind (measure.py records them):
   // the test optimizes with the rules sentier_opt publishes.
-  const std::vector<std::string> dropped =
-      (*entry)["sentier_opt"].contains(a.kind)
-          ? (*entry)["sentier_opt"][a.kind].value("untimed_dropped_rules", std::vector<std::string>{})
-          : std::vector<std::string>{};
+  // An exported program is held to its traced twin's measurements (scripted where it has none):
+  // torch.export traces, and the same rules must apply to the program as to the TorchScript.
+  const std::string kind = !a.exported() ? a.kind : (*entry)["sentier_opt"].contains("traced") ? "traced" : "scripted";
+  const nlohmann::json measured = (*entry)["sentier_opt"].value(kind, nlohmann::json::object());
+  const std::vector<std::string> dropped = measured.value("untimed_dropped_rules", std::vector<std::string>{});
   std::string skip;
   auto o = corpus::LoadAndOptimize(a, &skip, /*stacked=*/false, dropped);
   if (!skip.empty()) GTEST_SKIP() << skip;
   ASSERT_TRUE(o.ok()) << a.path() << ": " << o.status();
   SCOPED_TRACE(absl::StrCat(a.path(), ": fired ", corpus::FiredRules(o->report)));
 
-  ASSERT_TRUE(entry->contains("expect_rules") && (*entry)["expect_rules"].contains(a.kind))
-      << "no expect_rules." << a.kind << " in the manifest (measure.py writes them)";
-  corpus::ExpectRulesFired(o->report, (*entry)["expect_rules"][a.kind]);
+  ASSERT_TRUE(entry->contains("expect_rules") && (*entry)["expect_rules"].contains(kind))
+      << "no expect_rules." << kind << " in the manifest (measure.py writes them)";
+  corpus::ExpectRulesFired(o->report, corpus::ExpectedRules(*entry, (*entry)["expect_rules"][kind], a));
   for (const std::string& rule : entry->value("forbid_rules", std::vector<std::string>{})) {
     auto it = o->report.stats.applications.find(rule);
     EXPECT_TRUE(it == o->report.stats.applications.end() || it->second == 0)
         << rule << " fired on a negative case: " << entry->value("spelling", "");
   }
 
-  auto original = LoadModel(a.path());
+  auto original = (*FormatFor(a.path()))->Load(a.path());
   ASSERT_TRUE(original.ok()) << original.status();
   std::vector<c10::IValue> before_samples = {original->module._ivalue()};
   before_samples.insert(before_samples.end(), o->inputs.begin(), o->inputs.end());
@@ -95,7 +97,6 @@ TEST_P(ConformanceTest, RulesFireAndArtifactIsEquivalentAndNoLarger) {
   after_samples.insert(after_samples.end(), o->inputs.begin(), o->inputs.end());
   Counts before = CountOps(original->graph, before_samples);
   Counts after = CountOps(o->model.graph, after_samples);
-  const nlohmann::json& measured = (*entry)["sentier_opt"][a.kind];
   const bool unchanged = measured.value("status", "") == "unchanged";
   if (!unchanged) {
     EXPECT_LE(after.launches_training_step, before.launches_training_step)
@@ -112,8 +113,8 @@ TEST_P(ConformanceTest, RulesFireAndArtifactIsEquivalentAndNoLarger) {
   }
   // `known_bug` (per kind): the optimized graph is known not to be equivalent; sentier_opt and
   // sentierd do not publish it (validation, or no rule fired), and the test says so visibly.
-  if (entry->contains("known_bug") && (*entry)["known_bug"].contains(a.kind)) {
-    GTEST_SKIP() << "known bug: " << (*entry)["known_bug"][a.kind].get<std::string>();
+  if (entry->contains("known_bug") && (*entry)["known_bug"].contains(kind)) {
+    GTEST_SKIP() << "known bug: " << (*entry)["known_bug"][kind].get<std::string>();
   }
   corpus::ExpectEquivalentArtifact(a, *o, ".opt.pt");
 }
