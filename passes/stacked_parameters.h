@@ -85,6 +85,11 @@ std::function<bool(const torch::jit::Value* v)> StorableParameterReads(
 // ReadParamLayout: the layout an artifact carries (empty for one in the original layout).
 absl::StatusOr<ParamLayout> ReadParamLayout(const torch::jit::Module& module);
 
+// RestoreParamLayout: `layout` recorded in `module` as StoreStackedParameters leaves it (the
+// `sentier_param_layout` attribute and the state_dict methods), for a module read from a format
+// that keeps tensors and the layout's JSON but no methods (an exported program).
+absl::Status RestoreParamLayout(torch::jit::Module& module, const ParamLayout& layout);
+
 }  // namespace sentier
 
 #endif  // SENTIER_PASSES_STACKED_PARAMETERS_H_

@@ -141,4 +141,9 @@ absl::Status RecordLayout(torch::jit::Module& module, const ParamLayout& layout)
 
 }  // namespace stacked_parameters
 }  // namespace internal
+
+absl::Status RestoreParamLayout(torch::jit::Module& module, const ParamLayout& layout) {
+  return internal::stacked_parameters::RecordLayout(module, layout);
+}
+
 }  // namespace sentier

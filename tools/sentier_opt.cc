@@ -196,8 +196,8 @@ absl::StatusOr<sentier::PipelineRequest> BuildRequest(std::shared_ptr<const sent
   req.options = flags->options;
   const bool pt = absl::EndsWith(FLAGS_input, ".pt");
   const bool pt2 = absl::EndsWith(FLAGS_input, ".pt2");  // holds its sample inputs
-  if (req.options.param_layout == sentier::ParameterLayout::kStacked && !pt) {
-    return absl::InvalidArgumentError("--param_layout=stacked needs a .pt model");
+  if (req.options.param_layout == sentier::ParameterLayout::kStacked && !pt && !pt2) {
+    return absl::InvalidArgumentError("--param_layout=stacked needs a .pt or .pt2 model");
   }
   // The gate runs where asked (auto: on CUDA); without it nothing runs on the device.
   const bool gate = sentier::GateOn(req.options);

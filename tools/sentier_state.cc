@@ -12,7 +12,9 @@
 // buffers (every one, by the artifact's names) and writes the original names; --from_original
 // takes the original's state_dict (strict: every original key with its shape, no other) and
 // writes the artifact's. The artifact's own methods do the mapping (load_original_state_dict,
-// original_state_dict), so the conversion is the one Python would get.
+// original_state_dict), so the conversion is the one Python would get. An exported program
+// (.pt2) holds no methods: its layout's record (extra/sentier_param_layout.json) defines the same
+// methods when it is read, so the conversion is the same.
 //
 // Exit codes: 0 written; 2 bad usage or bad input (unreadable files, an artifact without stacked
 // parameters, a checkpoint that does not fit — the message names the key); 1 internal error.
@@ -26,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/stacked_parameters.h"
 #include "passes/torch_error.h"
+#include "runtime/model_format.h"
 #include "runtime/model_io.h"
 #include "runtime/torch_settings.h"
 #include "tools/flags.h"
@@ -81,9 +84,12 @@ int Run() {
     return Fail(kBadInput, "usage: --artifact=A.pt (--to_original | --from_original) --in=IN.pt --out=OUT.pt, "
                            "or --artifact=A.pt --export --out=OUT.pt");
   }
-  auto model = sentier::LoadModel(FLAGS_artifact);
+  auto format = sentier::FormatFor(FLAGS_artifact);
+  if (!format.ok()) return Fail(kBadInput, std::string(format.status().message()));
+  auto model = (*format)->Load(FLAGS_artifact);
   if (!model.ok() || !model->is_module) {
-    return Fail(kBadInput, model.ok() ? "--artifact must be a TorchScript archive" : std::string(model.status().message()));
+    return Fail(kBadInput, model.ok() ? "--artifact must be a TorchScript archive or an exported program"
+                                      : std::string(model.status().message()));
   }
   torch::jit::Module& artifact = model->module;
   auto layout = sentier::ReadParamLayout(artifact);

@@ -443,9 +443,10 @@ absl::StatusOr<Model> ProgramReader::Read(const Pt2Archive& archive, ExportedPro
   Model model;
   auto layout = archive.entries.find(std::string(kPt2ParamLayoutEntry));
   if (layout != archive.entries.end()) {  // a stacked layout's record, as the TorchScript form keeps it
-    module.register_attribute(kParamLayoutAttribute, c10::StringType::get(), layout->second);
-    if (auto read = ReadParamLayout(module); !read.ok()) {
-      return Refuse(where_, absl::StrCat("entry '", kPt2ParamLayoutEntry, "': ", read.status().message()));
+    auto read = ParamLayout::FromJson(layout->second);
+    absl::Status restored = read.ok() ? RestoreParamLayout(module, *read) : read.status();
+    if (!restored.ok()) {
+      return Refuse(where_, absl::StrCat("entry '", kPt2ParamLayoutEntry, "': ", restored.message()));
     }
   }
   model.is_module = true;
