@@ -14,7 +14,7 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(rule_parser_fuzz daemon_state_fuzz rule_compile_fuzz ir_parser_fuzz sample_inputs_fuzz
-           archive_check_fuzz)
+           archive_check_fuzz pt2_reader_fuzz)
 fi
 ob=${SENTIER_FUZZ_OUTPUT_BASE:-$HOME/.cache/sentier-fuzz-ob}
 command -v clang-14 >/dev/null || tools/setup_deps.sh --with-clang || exit 1
@@ -29,7 +29,7 @@ work=${WORK:-$(mktemp -d)}
 rc=0
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t/corpus" "$work/$t/seeds"
-  # sample_inputs_fuzz writes binary seeds (valid torch.save archives) at start-up.
+  # sample_inputs_fuzz and pt2_reader_fuzz write binary seeds (valid archives) at start-up.
   LSAN_OPTIONS="suppressions=$PWD/testing/fuzz/lsan_suppressions.txt:print_suppressions=0" \
   SENTIER_FUZZ_SEED_DIR="$work/$t/seeds" "$bin/testing/fuzz/$t" \
     -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$work/$t/" \
