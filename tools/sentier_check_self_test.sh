@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sentier_check_self_test.sh — sentier_check of every archive of the model corpus and the Optimus
-# conformance set (testdata/*/torch1.13) against itself says "equivalent": the checker never
+# conformance set (testdata/*/torch1.13, and the exported programs of testdata/*/pt2) against
+# itself says "equivalent": the checker never
 # blames a candidate for what its reference cannot do (a model that pins float32 itself is judged
 # in float32, and the output says so).
 set -u
@@ -24,6 +25,15 @@ for set in models optimus_conformance; do
       fi
     done
   done
+  for archive in "$RUN/testdata/$set/pt2"/*.pt2; do  # their sample inputs are inside
+    out=$("$CHECK" --reference="$archive" --candidate="$archive" --device=cpu --trials=1 2>&1)
+    if [[ $? == 0 && "$out" == *"sentier_check: equivalent"* ]]; then
+      passes=$((passes + 1))
+    else
+      fails=$((fails + 1))
+      echo "FAIL $set/pt2/$(basename "$archive") against itself:"; echo "$out" | tail -3
+    fi
+  done
 done
 echo "$passes passed, $fails failed"
-(( fails == 0 && passes > 100 ))
+(( fails == 0 && passes > 300 ))
