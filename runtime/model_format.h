@@ -62,6 +62,9 @@ class ModelFormat {
   virtual absl::Status Save(const Model& model, const std::string& path) const = 0;
   // KeepOriginal: `artifact_path` becomes the original `as_loaded` came from, byte for byte.
   virtual absl::Status KeepOriginal(const Model& as_loaded, const std::string& artifact_path) const;
+  // RunAs: how the checker, the gate and the timings run this format's models, in words for
+  // reports (an exported program is run as its TorchScript translation, not under Python).
+  virtual std::string RunAs() const { return "the TorchScript module, as torch.jit.load runs it"; }
   // StaticShapes: whether the format's programs are specialized to their sample inputs' shapes
   // (an exported program): checks then compare at those shapes only, never at twice the batch.
   virtual bool StaticShapes() const { return false; }

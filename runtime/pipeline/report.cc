@@ -226,6 +226,9 @@ nlohmann::json BuildReport(const PipelineRequest& req, const Outcome& out, absl:
   nlohmann::json j = NewReport(tool);
   AddSource(req, out, &j);
   j["options"] = EncodeOptions(req.options);
+  if (out.loaded && out.loaded->format) {
+    j["model_format"] = {{"name", std::string(out.loaded->format->name())}, {"run_as", out.loaded->format->RunAs()}};
+  }
   if (out.selection) AddSelection(*out.selection, out.placement.device, req.options.mode, &j);
   if (out.optimization) {
     AddOptimization(*out.optimization, &j);

@@ -82,6 +82,10 @@ class ExportedProgram : public ModelFormat {
 
   absl::Status Save(const Model& model, const std::string& path) const override;
   bool StaticShapes() const override { return true; }
+  std::string RunAs() const override {
+    return "its TorchScript translation (runtime/pt2), not ExportedProgram.module() under Python; the artifact "
+           "was also loaded and run in nativert before it was written";
+  }
 };
 
 // The archive's own sample inputs, or zeros of the program's input shapes where it holds none.
