@@ -265,8 +265,8 @@ TEST(EquivalenceCheckerTest, SparseGradientsAreComparedAndTheirLayoutKept) {
 }
 
 // Timing as users run artifacts (the graph executor's optimizations on) needs LibTorch 2.x; there
-// it times both models, here (1.13) it is refused with the reason. The interpreter is always
-// available.
+// (the suite's 2.11) it times both models, on 1.13 it is refused with the reason. The interpreter
+// is always available.
 TEST(EquivalenceCheckerTest, ExecutorTimingNeedsLibTorch2) {
   EXPECT_TRUE(CheckStepTiming(StepTiming::kInterpreter).ok());
   absl::Status executor = CheckStepTiming(StepTiming::kExecutor);

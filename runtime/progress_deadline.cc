@@ -73,7 +73,10 @@ absl::Status RunWithProgressDeadline(ProgressWork work, absl::Duration stall_lim
   while (!shared->done) {
     const long long seen = shared->progress;
     const absl::Duration wait = std::min(left, absl::Hours(24));
-    bool moved = shared->changed.wait_for(lock, absl::ToChronoMilliseconds(wait),
+    // A zero limit admits no progress: a step that reported while this thread looked (the wait
+    // lets go of the lock even when it does not wait) came after the limit.
+    bool moved = wait > absl::ZeroDuration() &&
+                 shared->changed.wait_for(lock, absl::ToChronoMilliseconds(wait),
                                           [&] { return shared->done || shared->progress != seen; });
     if (moved) {
       left = stall_limit;

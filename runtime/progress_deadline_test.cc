@@ -72,6 +72,23 @@ TEST(ProgressDeadlineTest, SlowWorkThatProgressesIsWaitedFor) {
   EXPECT_EQ(AbandonedThreads(), before);
 }
 
+// A zero limit gives up on work that is not done at once, however often it progresses (the
+// checker's and the gate's tests time with --executor_stall_s=0 to force the fallback).
+TEST(ProgressDeadlineTest, AZeroLimitGivesUpAtOnce) {
+  const int before = AbandonedThreads();
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  absl::Status st = RunWithProgressDeadline(
+      [stop](const std::function<void()>& progress) {
+        while (!stop->load()) progress();  // steps as fast as they come
+        return absl::OkStatus();
+      },
+      absl::ZeroDuration());
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_EQ(AbandonedThreads(), before + 1);
+  stop->store(true);
+  EXPECT_TRUE(WaitForAbandonedThreads(absl::Seconds(10)));
+}
+
 TEST(ProgressDeadlineTest, WorkThatStopsIsLeftBehind) {
   const int before = AbandonedThreads();
   auto release = std::make_shared<std::promise<void>>();

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "passes/rule_parser.h"
 #include "passes/rule_set.h"
@@ -33,6 +34,16 @@ constexpr int kSeeds = 1500;  // ~35 s in fastbuild; enough for every rule to fi
 // (397, where batch_gelu grouped a slice with a fixed dim-0 size and a batch-following input, is
 // fixed: shape() now marks batch-following dims.)
 const std::set<uint64_t> kKnownEngineBugs = {};
+
+// Seeds whose optimized graph differs from the original only by gradient rounding in an
+// ill-conditioned graph, beyond the checker's allowance (docs/testing.md, seed 18925 of the long
+// run is the same case): reported, not failed, while the failure is that gradient (any other
+// failure of the seed fails). 449 (with LibTorch 2.11's kernels; 1.13's passed): batch_layernorm
+// groups layer_norms over 2 elements, whose gradient is proportional to 1 / |a - b|; at batch x2
+// input[5]'s gradient is off by 9.5e-7, 12.5% of its float64 value against the original's 2.2%.
+const std::map<uint64_t, std::string> kKnownRoundingCases = {
+    {449, "FAILED_PRECONDITION: grad of input[5] differs on batch x2 inputs: "},
+};
 
 struct FixedRun {
   std::shared_ptr<const RuleSet> rules;
@@ -61,6 +72,12 @@ const FixedRun& FixedSet() {
       if (d.ok()) continue;
       if (kKnownEngineBugs.count(s)) {
         std::cout << "known engine bug (not failed): " << FormatFailure(d) << "\n";
+        r->known++;
+        continue;
+      }
+      auto rounding = kKnownRoundingCases.find(s);
+      if (rounding != kKnownRoundingCases.end() && absl::StartsWith(d.failure, rounding->second)) {
+        std::cout << "known rounding case (not failed): " << FormatFailure(d) << "\n";
         r->known++;
         continue;
       }

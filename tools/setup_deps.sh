@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Sentier's Bazel build needs. Idempotent:
+# Installs the Debian 12 packages Sentier's Bazel build needs, then Sentier's
+# LibTorch (tools/setup_torch.sh: pip torch==2.11.0 in <repo>/.venv). Idempotent:
 # checks each package with `dpkg -s` and only runs apt-get (update + install)
 # when something is missing, so it is a quick no-op on a ready machine.
 #
@@ -9,7 +10,7 @@ set -euo pipefail
 PACKAGES=(
   bazel-bootstrap        # Bazel 4.2.3
   build-essential        # gcc/g++
-  libtorch-dev           # LibTorch 1.13.1 (CPU)
+  python3-venv           # .venv for pip torch (tools/setup_torch.sh)
   libabsl-dev
   libgflags-dev
   libgoogle-glog-dev
@@ -40,15 +41,17 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup_deps: all ${#PACKAGES[@]} packages already installed."
-  exit 0
+else
+  echo "setup_deps: installing: ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then
+    SUDO="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  echo "setup_deps: done."
 fi
 
-echo "setup_deps: installing: ${missing[*]}"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then
-  SUDO="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-echo "setup_deps: done."
+# LibTorch: pip torch in the project's .venv (fast no-op when present).
+"$(dirname "$0")/setup_torch.sh"

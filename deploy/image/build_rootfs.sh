@@ -18,6 +18,10 @@
 #                                          makes it with make_example_model, none leaves it out
 #   /usr/share/sentier/debian-packages.txt the Debian packages the files came from, with their
 #                                          versions; their copyright files under /usr/share/doc
+#   /usr/share/sentier/pip-packages.txt    the pip distributions the other libraries came from
+#                                          (LibTorch: pip torch and its nvidia-* wheels in the
+#                                          project's .venv), with their versions; their license
+#                                          files under /usr/share/doc/pip/<name>
 #   /etc/passwd, /etc/group                root and the user sentierd (uid/gid 10001)
 #   /srv/sentier/registry, /var/lib/sentierd   mount points: the registry (read-only) and the
 #                                          output root (owned by sentierd)
@@ -32,9 +36,10 @@
 # root file system is the result. Containers cannot start on the development machines of this
 # project (podman's runtime fails with "setrlimit RLIMIT_NOFILE: Operation not permitted"), so the
 # image is tested there as the root file system under chroot, not as a container.
-# The GPU: Debian's LibTorch is built for the CPU; for CUDA, build with a CUDA LibTorch (the CMake
-# mirror) and pass that sentierd: its libraries (libcudart, libcublas...) come along through ldd,
-# and the driver's (libcuda) are mounted into the container by the NVIDIA container toolkit.
+# The GPU: the default LibTorch (pip torch in .venv) is the CUDA build: its libraries (libcudart,
+# libcublas... from the nvidia-* wheels, at their .venv paths, which sentierd's RPATH names) come
+# along through ldd, and the driver's (libcuda) are mounted into the container by the NVIDIA
+# container toolkit. (With Debian's CPU LibTorch, SENTIER_TORCH_DIR=/usr, the image is CPU only.)
 # Exit codes: 0 built; 2 bad usage or inputs missing; 1 a step failed.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -141,6 +146,29 @@ if command -v dpkg-query >/dev/null; then
   done
 fi
 
+# The pip distributions the other files came from (a file under .../site-packages/ named in a
+# distribution's RECORD), their versions and license files.
+pips=""
+for f in "${copied[@]}"; do
+  [[ "$f" == */site-packages/* ]] || continue
+  sp="${f%%/site-packages/*}/site-packages"
+  rec="$(awk -F, -v r="${f#"$sp"/}" '$1 == r {print FILENAME; exit}' "$sp"/*.dist-info/RECORD 2>/dev/null || true)"
+  if [[ -n "$rec" ]]; then pips+="$(dirname "$rec")"$'\n'; fi
+done
+if [[ -n "$pips" ]]; then
+  : > "$ROOTFS/usr/share/sentier/pip-packages.txt"
+  while read -r info; do
+    [[ -n "$info" ]] || continue
+    name="$(sed -n 's/^Name: *//p' "$info/METADATA" | head -1)"
+    version="$(sed -n 's/^Version: *//p' "$info/METADATA" | head -1)"
+    echo "$name $version" >> "$ROOTFS/usr/share/sentier/pip-packages.txt"
+    doc="$ROOTFS/usr/share/doc/pip/$name"
+    for lic in "$info"/LICENSE* "$info"/COPYING* "$info"/NOTICE* "$info"/licenses; do
+      if [[ -e "$lic" ]]; then mkdir -p "$doc"; cp -r "$lic" "$doc/"; fi
+    done
+  done < <(sort -u <<<"$pips")
+fi
+
 # Users, and the mount points.
 cat > "$ROOTFS/etc/passwd" <<'PASSWD'
 root:x:0:0:root:/root:/usr/sbin/nologin
@@ -157,7 +185,7 @@ install -d -m 0755 -o 10001 -g 10001 "$ROOTFS/var/lib/sentierd" 2>/dev/null \
 # The loader's cache: the libraries are in the default directories, the cache only speeds it up.
 if command -v ldconfig >/dev/null; then ldconfig -r "$ROOTFS" 2>/dev/null || true; fi
 
-echo "build_rootfs: $ROOTFS: sentierd, $nlibs shared libraries and the loader, $(find "$ROOTFS/usr/share/sentier/patterns" -name '*.rules' | wc -l) rule files, $(wc -l < "$ROOTFS/usr/share/sentier/debian-packages.txt" 2>/dev/null || echo 0) Debian packages, $(du -sh "$ROOTFS" | cut -f1)"
+echo "build_rootfs: $ROOTFS: sentierd, $nlibs shared libraries and the loader, $(find "$ROOTFS/usr/share/sentier/patterns" -name '*.rules' | wc -l) rule files, $(wc -l < "$ROOTFS/usr/share/sentier/debian-packages.txt" 2>/dev/null || echo 0) Debian packages, $(wc -l < "$ROOTFS/usr/share/sentier/pip-packages.txt" 2>/dev/null || echo 0) pip packages, $(du -sh "$ROOTFS" | cut -f1)"
 
 # The OCI image, where buildah works.
 if [[ -n "$OCI" ]]; then

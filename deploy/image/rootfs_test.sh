@@ -43,8 +43,13 @@ for f in usr/share/sentier/patterns/vertical.rules usr/share/sentier/debian-pack
   [[ -s "$R/$f" ]] || fail "the root file system has no /$f"
 done
 grep -q '^sentierd:x:10001:10001:' "$R/etc/passwd" || fail "/etc/passwd has no sentierd user"
-grep -q '^libtorch' "$R/usr/share/sentier/debian-packages.txt" \
-  || fail "debian-packages.txt does not name LibTorch's package"
+# LibTorch's package is named: pip torch's (the default, from .venv) in pip-packages.txt, or
+# Debian's libtorch in debian-packages.txt, whichever sentierd loads.
+if [[ "$(grep -o '=> [^ ]*/libtorch_cpu\.so' <<<"$libs")" == */site-packages/* ]]; then
+  grep -qs '^torch [0-9]' "$R/usr/share/sentier/pip-packages.txt" || fail "pip-packages.txt does not name LibTorch's package (torch)"
+else
+  grep -q '^libtorch' "$R/usr/share/sentier/debian-packages.txt" || fail "debian-packages.txt does not name LibTorch's package"
+fi
 
 # The example registry, bound read-only where the manifests mount the registry.
 REG="$R/usr/share/sentier/example-registry"

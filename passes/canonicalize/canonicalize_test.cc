@@ -1,7 +1,8 @@
 // canonicalize_test.cc — each canonicalization pass on the idiom it exists for (FileCheck on the
 // result), that it leaves alone what it must not touch, and that the pipeline computes what the
-// input computed. Runs against LibTorch 1.13 (Bazel) and 2.x (the CMake build on the GPU
-// machine), which is how "the same behaviour in both" is checked.
+// input computed. Runs against LibTorch 2.11 (Bazel's default, and the CMake build on the GPU
+// machine) and builds against Debian's 1.13 (SENTIER_TORCH_DIR=/usr), where "the same behaviour
+// in both" was checked.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/constants.h>

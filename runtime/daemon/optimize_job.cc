@@ -19,6 +19,12 @@
 #include "runtime/torch_settings.h"
 #include "runtime/daemon/version_files.h"
 
+// LibTorch built without glog (pip torch) defines its own LOG in c10/util/Logging.h, included
+// after glog's here, and drops LOG(INFO) at c10's default level: this file logs through glog, as
+// the rest of sentierd does.
+#undef LOG
+#define LOG(severity) COMPACT_GOOGLE_LOG_##severity.stream()
+
 namespace sentier {
 namespace {
 
