@@ -165,7 +165,7 @@ fi
 check unknown_flag 2 "unknown flag" -- "$OPT" --inptu=x
 check no_input 2 "--input is required" -- "$OPT" --output="$T/x.pt" --rules="$RULES"
 printf 'graph(%%x : Float(2, 3)):\n  %%y : Tensor = aten::relu(%%x)\n  return (%%y)\n' >"$T/ok.ir"
-check ir_to_pt 2 "needs a .pt input" -- "$OPT" --input="$T/ok.ir" --output="$T/x.pt" --rules="$RULES"
+check ir_to_pt 2 "output needs a module" -- "$OPT" --input="$T/ok.ir" --output="$T/x.pt" --rules="$RULES"
 check ir_to_ir 0 "rewrites" -- "$OPT" --input="$T/ok.ir" --output="$T/ok.out.ir" --rules="$RULES"
 check bad_enable 2 "bad --enable regex" -- "$OPT" --list_rules --rules="$RULES" --enable='('
 
