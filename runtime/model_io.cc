@@ -141,18 +141,22 @@ absl::Status SaveModel(const Model& model, const std::string& path) {
   return WriteFileAtomically(path, bytes);
 }
 
+absl::StatusOr<c10::IValue> UnpickleArchive(const std::string& bytes, const std::string& what) {
+  absl::Status sound = CheckArchive(bytes, MaxUncompressedArchiveBytes(bytes.size()));
+  if (!sound.ok()) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, ": ", sound.message()));
+  try {
+    return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, ": ", TorchErrorMessage(e.what())));
+  }
+}
+
 absl::StatusOr<c10::IValue> LoadPickledValue(const std::string& path, const std::string& what) {
   absl::Status readable = CheckReadableFile(path);
   if (!readable.ok()) return readable;
-  std::string prefix = absl::StrCat("cannot read ", what);
-  auto data = ReadCheckedArchive(path, prefix.c_str());
+  auto data = ReadFile(path);
   if (!data.ok()) return data.status();
-  try {
-    std::vector<char> bytes(data->begin(), data->end());
-    return torch::jit::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, " '", path, "': ", TorchErrorMessage(e.what())));
-  }
+  return UnpickleArchive(*data, absl::StrCat(what, " '", path, "'"));
 }
 
 namespace {

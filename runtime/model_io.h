@@ -68,6 +68,11 @@ absl::StatusOr<std::vector<c10::IValue>> LoadSampleInputs(const std::string& pat
 // state_dict, say), after the archive check; errors start "cannot read <what> '<path>'".
 absl::StatusOr<c10::IValue> LoadPickledValue(const std::string& path, const std::string& what);
 
+// UnpickleArchive: the value torch.save-format `bytes` hold, after the archive check; errors
+// start "cannot read <what>: " (LoadPickledValue's, for bytes that are not a file of their own,
+// such as an entry of an exported program).
+absl::StatusOr<c10::IValue> UnpickleArchive(const std::string& bytes, const std::string& what);
+
 // LoadSampleInputsFor: LoadSampleInputs, then rebuilt with the static types `module`'s forward
 // declares (typed lists and dicts, tuples, defaults for missing trailing arguments: see
 // passes/sample_inputs.h). A single value that is not a tensor (a list, a dict) is the forward's

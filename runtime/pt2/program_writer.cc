@@ -286,11 +286,6 @@ absl::StatusOr<json> ProgramWriter::ArgFor(Value* v, const c10::Argument& formal
     return CannotWrite(absl::StrCat("constant %", v->debugName(), " (", c->tagKind(), ", for argument '", formal.name(),
                                     "' of ", formal.real_type()->str(), ") has a type the schema cannot hold"));
   }
-  if (formal.type()->kind() == c10::TypeKind::OptionalType &&
-      formal.type()->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType &&
-      c->isNone()) {
-    return json{{"as_none", true}};
-  }
   return arg;
 }
 

@@ -3,13 +3,11 @@
 
 #include <filesystem>
 
-#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nativert/ModelRunnerHandle.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "passes/torch_error.h"
-#include "runtime/archive_check.h"
 #include "runtime/file_util.h"
 #include "runtime/pt2/exported_program.h"
 
@@ -21,18 +19,6 @@ absl::StatusOr<Pt2Archive> ReadArchiveFile(const std::string& path) {
   auto bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();
   return ReadPt2Archive(*bytes, path);
-}
-
-absl::StatusOr<c10::IValue> Unpickle(const std::string& bytes, const std::string& what) {
-  if (absl::Status sound = CheckArchive(bytes, MaxUncompressedArchiveBytes(bytes.size())); !sound.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, ": ", sound.message()));
-  }
-  try {
-    std::vector<char> data(bytes.begin(), bytes.end());
-    return torch::jit::pickle_load(data);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, ": ", TorchErrorMessage(e.what())));
-  }
 }
 
 class ExportedProgram : public ModelFormat {
@@ -67,7 +53,7 @@ class ExportedProgram : public ModelFormat {
       bytes = *file;
       what = absl::StrCat("sample inputs '", inputs_path, "'");
     }
-    auto pickled = Unpickle(bytes, what);
+    auto pickled = UnpickleArchive(bytes, what);
     if (!pickled.ok()) return pickled.status();
     return FlatSampleInputs(model, *pickled, what);
   }
