@@ -35,6 +35,13 @@ TorchScript modes run with the executor's defaults (its CUDA fuser on), as users
 first recorded runs). Mode ts_sentier_stacked loads optimized_stacked.pt (an artifact written
 with --param_layout=stacked).
 
+Exported programs (the export dir holds original.pt2, torch.export.save of the module, and
+optimized.pt2, Sentier's artifact of it): pt2_original and pt2_sentier run
+torch.export.load(...).module() (the graph module users train, moved to the GPU with
+torch.export.passes.move_to_device_pass); compile_pt2 and compile_pt2_optimus run
+torch.compile of original.pt2's module, without and with Optimus. Their inputs are the
+original.pt2's own sample inputs.
+
 Corpus models (--corpus_dir): the export dir then holds, per model of testdata/models,
 original.pt (the Python-scripted archive), optimized.pt / optimized_stacked.pt (sentier_opt
 artifacts) and inputs.pt (any structure: tuples, lists, dicts of tensors); the Python module for
@@ -54,10 +61,14 @@ import tempfile
 import time
 
 ALL_MODES = ["eager", "ts_original", "ts_sentier", "compile", "compile_optimus"]
-KNOWN_MODES = ALL_MODES + ["ts_sentier_stacked"]
-UNCOMPILED = ["eager", "ts_original", "ts_sentier", "ts_sentier_stacked"]
+PT2_MODES = ["pt2_original", "pt2_sentier", "compile_pt2", "compile_pt2_optimus"]
+KNOWN_MODES = ALL_MODES + ["ts_sentier_stacked"] + PT2_MODES
+UNCOMPILED = ["eager", "ts_original", "ts_sentier", "ts_sentier_stacked", "pt2_original",
+              "pt2_sentier"]
 TS_ARCHIVE = {"ts_original": "original.pt", "ts_sentier": "optimized.pt",
               "ts_sentier_stacked": "optimized_stacked.pt"}
+PT2_ARCHIVE = {"pt2_original": "original.pt2", "pt2_sentier": "optimized.pt2",
+               "compile_pt2": "original.pt2", "compile_pt2_optimus": "original.pt2"}
 LR = 1e-3
 
 # Optimus fusions wanted (Optimus' own names); only those this torch knows are enabled.
@@ -209,7 +220,14 @@ def run_mode(model_dir, name, mode, steps, ts_executor="default", corpus_dir="")
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     res = {"model": name, "mode": mode}
-    inputs = load_inputs(os.path.join(model_dir, "inputs.pt"), dev)
+    pt2 = PT2_ARCHIVE.get(mode)
+    if pt2:
+        from torch.export.passes import move_to_device_pass
+        ep = torch.export.load(os.path.join(model_dir, pt2))
+        ex_args, _ = torch.export.load(os.path.join(model_dir, "original.pt2")).example_inputs
+        inputs = to_device(tuple(ex_args), dev)
+    else:
+        inputs = load_inputs(os.path.join(model_dir, "inputs.pt"), dev)
     first = float_tensors(inputs) or [t for t in [inputs[0]] if isinstance(t, torch.Tensor)]
     res["batch"] = int(first[0].shape[0]) if first else None
     if mode.startswith("ts_"):
@@ -219,7 +237,9 @@ def run_mode(model_dir, name, mode, steps, ts_executor="default", corpus_dir="")
         model = torch.jit.load(os.path.join(model_dir, TS_ARCHIVE[mode]), map_location=dev)
         params = [p for p in model.parameters() if p.is_floating_point()]
     else:
-        if corpus_dir:
+        if pt2:
+            module = move_to_device_pass(ep, dev).module()
+        elif corpus_dir:
             module = corpus_module(corpus_dir, model_dir, name, dev)
         else:
             module = python_module(model_dir, name, dev)
@@ -230,7 +250,7 @@ def run_mode(model_dir, name, mode, steps, ts_executor="default", corpus_dir="")
             import torch._inductor.config as cfg
             if hasattr(cfg, "fx_graph_cache"):
                 cfg.fx_graph_cache = False  # cold compile: the time is the real compile time
-            if mode == "compile_optimus":
+            if mode in ("compile_optimus", "compile_pt2_optimus"):
                 res["optimus"] = enable_optimus()
             torch._dynamo.reset()
             model = torch.compile(module)

@@ -38,8 +38,10 @@ writes byte-identical archives on any checkout (same torch version).
 
 Usage (torch 2.11, e.g. /tmp/venv211/bin/python):
   python testdata/models/make_pt2.py [--set corpus|conformance|all] [--only a,b] [--check]
+  python testdata/models/make_pt2.py --batch 4096 --out DIR [--set ...] [--only a,b]
 
---only re-exports a subset and updates those entries of the manifests. --check writes nothing
+--only re-exports a subset and updates those entries of the manifests. --batch N --out DIR exports
+at batch N into DIR/<name>.pt2 and writes no manifest (the GPU scripts' batch, tools/gpu/). --check writes nothing
 and exits 1 if any archive or manifest would change.
 """
 
@@ -210,10 +212,13 @@ def graph_counts(ep: torch.export.ExportedProgram) -> Tuple[int, int]:
     return len(nodes), len(aten)
 
 
-def export_one(set_name: str, name: str, out_dir: str, files: Dict[str, bytes]
-               ) -> Dict[str, Any]:
-    """Exports one module into files[<name>.pt2] (bytes) and returns its manifest entry."""
-    set_dir, batch = SETS[set_name]
+def export_one(set_name: str, name: str, out_dir: str, files: Dict[str, bytes],
+               batch: Optional[int] = None) -> Dict[str, Any]:
+    """Exports one module into files[<name>.pt2] (bytes) and returns its manifest entry. A batch
+    other than the set's own (--batch) skips the comparison with the TorchScript archives'
+    inputs, which are drawn at the set's batch."""
+    set_dir, set_batch = SETS[set_name]
+    batch = batch or set_batch
     module, args, training = build(set_name, name, batch)
     state = {k: v.detach().clone() for k, v in module.state_dict().items()}
     with torch.no_grad():
@@ -246,7 +251,7 @@ def export_one(set_name: str, name: str, out_dir: str, files: Dict[str, bytes]
         raise RuntimeError("%s: the exported program's output differs from eager" % name)
     files[name + ".pt2"] = data
     nodes, aten_ops = graph_counts(loaded)
-    same = same_as_torchscript(set_dir, name, state, args)
+    same = same_as_torchscript(set_dir, name, state, args) if batch == set_batch else None
     entry: Dict[str, Any] = {
         "exported": True,
         "torch": TORCH_VERSION,
@@ -323,10 +328,34 @@ def manifest_text(set_name: str, entries: Dict[str, Dict[str, Any]],
 # --------------------------------------------------------------------------------------------
 
 
+def export_at_batch(sets: List[str], only: List[str], batch: int, out: str) -> int:
+    """--batch/--out: the same modules exported at another batch (the GPU scripts' 4096), one
+    archive per module in OUT/<name>.pt2; the checked-in archives and manifests are untouched.
+    Refusals are printed and skipped."""
+    if batch <= 0 or not out:
+        print("--batch and --out go together (a positive batch and a directory)", file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    for s in sets:
+        for name in [n for n in names_of(s) if not only or n in only]:
+            files: Dict[str, bytes] = {}
+            entry = export_one(s, name, out, files, batch)
+            for fname, data in files.items():
+                with open(os.path.join(out, fname), "wb") as f:
+                    f.write(data)
+            print("%-12s %-40s %s" % (s, name, "%d aten ops at batch %d" % (entry["aten_ops"], batch)
+                                      if entry["exported"] else "refused: " + entry["reason"]),
+                  flush=True)
+    return 0
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", default="all", choices=["corpus", "conformance", "all"])
     parser.add_argument("--only", default="", help="comma-separated subset of module names")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="export at this batch into --out (archives only, no manifest)")
+    parser.add_argument("--out", default="", help="with --batch: where the archives go")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if an archive or a manifest would change")
     opts = parser.parse_args(argv)
@@ -343,6 +372,8 @@ def main(argv: List[str]) -> int:
         print("unknown module(s): %s" % ", ".join(unknown), file=sys.stderr)
         return 2
 
+    if opts.batch or opts.out:
+        return export_at_batch(sets, only, opts.batch, opts.out)
     entries = {s: _read_manifest(s)["modules"] for s in SETS}
     files: Dict[str, Dict[str, bytes]] = {s: {} for s in SETS}
     for s in sets:

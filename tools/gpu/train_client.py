@@ -3,7 +3,10 @@
 
 For every version sentierd published (OUT/<model>/<version>/{model.pt,report.json}), this loads
 the original (REG/<model>/<version>/model.pt) and the published artifact with torch.jit.load, as
-any Python client would, on --device, and:
+any Python client would, on --device; an exported program (model.pt2 in both places) with
+torch.export.load, moved with torch.export.passes.move_to_device_pass and run as its
+ExportedProgram.module() (the graph module users train), on the original archive's sample
+inputs (there is no inputs.pt); and:
   * trains both 20 steps (--optimizer: SGD with momentum 0.9 by default, Adagrad, or SparseAdam
     for sparse gradients with Adam for the rest; lr 0.01, loss = mean of the squared float outputs)
     from the same initial state on the same inputs, and requires the same losses within
@@ -61,7 +64,7 @@ def float_tensors(v):
 
 def loss_of(out):
     ts = float_tensors(out)
-    return sum((t.float() ** 2).mean() for t in ts)
+    return sum(((t.float() ** 2).mean() for t in ts), torch.zeros(()))
 
 
 def sync(device):
@@ -73,6 +76,8 @@ def make_optimizers(kind, model, args):
     """--optimizer: sgd (momentum 0.9), adagrad, or sparse_adam (torch.optim.SparseAdam for the
     parameters whose gradients are sparse, Adam for the others, as DLRM-style trainers do)."""
     params = [p for p in model.parameters() if p.requires_grad]
+    if not params:  # a module without parameters (conformance cases): the losses of its forward
+        return []
     if kind == "sgd":
         return [torch.optim.SGD(params, lr=0.01, momentum=0.9)]
     if kind == "adagrad":
@@ -94,7 +99,8 @@ def train(model, args, steps, optimizer="sgd"):
         for opt in opts:
             opt.zero_grad(set_to_none=True)
         loss = loss_of(model(*args))
-        loss.backward()
+        if loss.requires_grad:
+            loss.backward()
         for opt in opts:
             opt.step()
         losses.append(float(loss.detach()))
@@ -111,7 +117,9 @@ def step_fns(model, args):
     def train_step():
         for p in params:
             p.grad = None
-        loss_of(model(*args)).backward()
+        loss = loss_of(model(*args))
+        if loss.requires_grad:
+            loss.backward()
         with torch.no_grad():
             for p in params:
                 if p.grad is not None:
@@ -154,16 +162,33 @@ def phase(name):
     print("phase: " + name, file=sys.stderr, flush=True)
 
 
+def load_version(a, rel, where):
+    """(model, args) of one side of a version: where is a.registry (the original) or a.output
+    (the published artifact). TorchScript archives come with REG/<rel>/inputs.pt; an exported
+    program carries its sample inputs, the original's are used for both sides."""
+    dev = a.device
+    pt2 = os.path.join(where, rel, "model.pt2")
+    if os.path.exists(pt2):
+        from torch.export.passes import move_to_device_pass
+        ep = torch.export.load(pt2)
+        orig_ep = ep if where == a.registry else torch.export.load(
+            os.path.join(a.registry, rel, "model.pt2"))
+        ex_args, _ = orig_ep.example_inputs
+        return move_to_device_pass(ep, dev).module(), to_device(tuple(ex_args), dev)
+    inputs = to_device(torch.load(os.path.join(a.registry, rel, "inputs.pt")), dev)
+    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    return torch.jit.load(os.path.join(where, rel, "model.pt"), map_location=dev), args
+
+
 def measure_version(a, rel, rep):
     """Loads, trains, times one version; returns (row fields, failed)."""
     dev = a.device
     row, failed = {}, False
     try:
         phase("load")
-        inputs = to_device(torch.load(os.path.join(a.registry, rel, "inputs.pt")), dev)
-        args = inputs if isinstance(inputs, tuple) else (inputs,)
-        orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
-        pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
+        orig, args = load_version(a, rel, a.registry)
+        pub, _ = load_version(a, rel, a.output)
+        row["format"] = "pt2" if os.path.exists(os.path.join(a.output, rel, "model.pt2")) else "pt"
         so = {k: v for k, v in orig.state_dict().items()}
         sp = {k: v for k, v in pub.state_dict().items()}
         row["same_state_dict"] = so.keys() == sp.keys() and all(torch.equal(so[k], sp[k]) for k in so)
@@ -189,8 +214,8 @@ def measure_version(a, rel, rep):
             ok = ok and worst <= 1e-3
         failed = not ok
         # Fresh copies for timing (training moved the weights).
-        orig = torch.jit.load(os.path.join(a.registry, rel, "model.pt"), map_location=dev)
-        pub = torch.jit.load(os.path.join(a.output, rel, "model.pt"), map_location=dev)
+        orig, _ = load_version(a, rel, a.registry)
+        pub, _ = load_version(a, rel, a.output)
         fo, to = step_fns(orig, args)
         fp, tp = step_fns(pub, args)
         # Warm-up: profiling runs, then the optimized plan.
