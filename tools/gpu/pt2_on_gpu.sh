@@ -3,7 +3,7 @@
 # built build/cmake (it builds sentierd and sentier_opt itself where they are missing).
 #
 #   tools/gpu/pt2_on_gpu.sh [--sets=corpus,conformance] [--models=a,b] [--workers=2]
-#                           [--sentierd_timeout=420] [--no_client] [--device=cuda]
+#                           [--sentierd_timeout=420] [--no_client | --client_only] [--device=cuda]
 #                           [--compare=a,b --batch=4096 --compare_modes=... --timeout=200]
 #
 # --sets: the checked-in archives (testdata/models/pt2 at batch 16, testdata/optimus_conformance/pt2
@@ -14,6 +14,8 @@
 #   (move_to_device_pass), trains both 20 steps from the same state and requires the same losses;
 #   all versions in one process (--version_timeout 0: an exported program runs no TorchScript
 #   fuser that could stall). --sets= (empty) skips this part.
+# --client_only runs the client over the registry and output an earlier run left in build/pt2-gpu
+# (a second call on a machine still warm).
 # --device=cpu runs the --sets part on the CPU (a smoke test of this script off the GPU machine).
 # --compare: these corpus models exported at --batch on this machine (make_pt2.py --batch), and
 #   their TorchScript archives (testdata/models/torch2.11) with inputs at the same batch, each
@@ -32,6 +34,7 @@ models=""
 workers=2
 sd_timeout=420
 client=1
+client_only=0
 compare=""
 batch=4096
 modes=ts_original,ts_sentier,pt2_original,pt2_sentier,compile_pt2,compile_pt2_optimus
@@ -44,6 +47,7 @@ for a in "$@"; do
     --workers=*) workers="${a#--workers=}" ;;
     --sentierd_timeout=*) sd_timeout="${a#--sentierd_timeout=}" ;;
     --no_client) client=0 ;;
+    --client_only) client_only=1 ;;
     --compare=*) compare="${a#--compare=}" ;;
     --batch=*) batch="${a#--batch=}" ;;
     --compare_modes=*) modes="${a#--compare_modes=}" ;;
@@ -58,7 +62,7 @@ fi
 mkdir -p "$out"
 rc=0
 
-if [[ -n "$sets" ]]; then
+if [[ -n "$sets" && $client_only == 0 ]]; then
   work=build/pt2-gpu
   rm -rf "$work"; mkdir -p "$work/reg"
   for s in ${sets//,/ }; do
@@ -93,9 +97,13 @@ for p in glob.glob(sys.argv[1] + "/*/*/report.json"):
 for k in sorted(c):
     print("  %s %s: %d" % (k[0], k[1], c[k]))
 EOF
-  if [[ $client == 1 ]]; then
+fi
+if [[ -n "$sets" && $client == 1 ]]; then
+  work=build/pt2-gpu
+  [[ -d "$work/out" ]] || { echo "pt2_on_gpu: no sentierd output in $work/out" >&2; exit 1; }
+  if true; then
     PYTHONUNBUFFERED=1 python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" \
-      --device "$device" --version_timeout 0 --rounds 3 --iters 3 \
+      --device "$device" --version_timeout 0 --rounds 2 --iters 2 \
       --json "$out/pt2-client.json" --markdown "$out/pt2-client.md" >"$out/pt2-client.log" 2>&1
     crc=$?
     tail -1 "$out/pt2-client.log"
