@@ -16,6 +16,7 @@
 
 #include "passes/canonicalize/passes.h"
 #include "passes/canonicalize/pipeline.h"
+#include "passes/shape_facts.h"
 #include "passes/unfused_large_cats.h"
 
 namespace sentier {
@@ -264,6 +265,45 @@ def forward(self, x, o):
     EXPECT_THROW(RunGraphOn(graph, {m._ivalue(), torch::randn({2, 3, 4}), o}), std::exception);
   }
   EXPECT_FALSE(Canonicalize(g, options, nullptr)) << "a second run must change nothing";
+}
+
+// The same checks with shape facts recorded on a 1-D input: its rank folds, and with it every
+// check and its message — no prim::If, RaiseException or format is left, and the numbers are
+// those of the original on inputs of the samples' rank. Without facts the guards stay.
+TEST(FoldKnownRanksTest, RankChecksOfRecordedInputsFold) {
+  torch::jit::Module m("Bags");
+  m.define(R"TS(
+def checked(self, x: Tensor, o: Optional[Tensor]):
+    if x.dim() == 2:
+        assert o is None, "a 2-D input takes no offsets"
+        x = x.flatten()
+    else:
+        assert x.dim() == 1, "1-D or 2-D input: " + str(x.dim())
+        assert o is not None, "a 1-D input needs offsets"
+    return x * 2
+
+def forward(self, x, o):
+    return self.checked(x, o)
+)TS");
+  auto g = InlinedForward(m);
+  auto original = g->copy();
+  CanonicalizeOptions options;
+  options.self = m._ivalue();
+  Canonicalize(g, options, nullptr);
+  FileCheck().check("prim::RaiseException")->run(*g);
+  at::Tensor x = torch::randn({6}), o = torch::randn({6});
+  absl::StatusOr<ShapeFacts> facts = RecordShapeFacts(g, {m._ivalue(), x, o});
+  ASSERT_TRUE(facts.ok()) << facts.status();
+  options.facts = &*facts;
+  PassCounters counters;
+  EXPECT_TRUE(Canonicalize(g, options, &counters));
+  EXPECT_GT(counters["fold_known_ranks.dims"], 0);
+  FileCheck().check_not("aten::dim")->check_not("prim::If")->check_not("prim::RaiseException")
+      ->check_not("aten::format")->check("aten::mul(%x")->run(*g);
+  at::Tensor y = torch::randn({9}), p = torch::randn({9});
+  EXPECT_TRUE(at::equal(RunGraphOn(original, {m._ivalue(), y, p})[0].toTensor(),
+                        RunGraphOn(g, {m._ivalue(), y, p})[0].toTensor()));
+  EXPECT_FALSE(FoldKnownRanks(g, &*facts, nullptr)) << "a second run must change nothing";
 }
 
 TEST(PropagateConstantsTest, IfOnConstantBecomesItsBranch) {

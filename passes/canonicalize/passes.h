@@ -124,6 +124,12 @@ bool EliminateCommonReads(const std::shared_ptr<torch::jit::Graph>& graph, PassC
 // first and pools last.
 bool PoolConstants(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
+// FoldKnownRanks: aten::dim of a top-level tensor whose rank the facts know becomes that rank
+// (the F.* wrappers' rank checks then fold; fold_known_ranks.cc says why that is sound here).
+// Without facts nothing changes.
+bool FoldKnownRanks(const std::shared_ptr<torch::jit::Graph>& graph, const ShapeFacts* facts,
+                    PassCounters* counters);
+
 // DropExportGuards: removes the aten::_assert_tensor_metadata guards torch.export puts before
 // casts (drop_export_guards.cc says why).
 bool DropExportGuards(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);

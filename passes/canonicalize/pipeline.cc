@@ -110,6 +110,8 @@ const std::vector<Pass>& Passes() {
        [](G g, O, const Inventory*, PassCounters* c) { return InlineCalls(g, c); }},
       {"fold_module_attributes", false, [](I i, O o) { return i.Has(c10::prim::GetAttr) && o.self.isObject(); },
        [](G g, O o, const Inventory*, PassCounters* c) { return FoldModuleAttributes(g, o.self, c); }},
+      {"fold_known_ranks", false, [](I i, O o) { return o.facts != nullptr && i.Has(c10::aten::dim); },
+       [](G g, O o, const Inventory*, PassCounters* c) { return FoldKnownRanks(g, o.facts, c); }},
       {"constant_propagation", false, [](I i, O) { return i.foldable; },
        [](G g, O, const Inventory*, PassCounters* c) { return PropagateConstants(g, c); }},
       {"unwrap_raising_branches", false,

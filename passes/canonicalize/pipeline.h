@@ -1,14 +1,16 @@
 // pipeline.h — canonicalization: the passes of passes.h, in a fixed order, to a fixpoint.
 //
 // Canonicalize runs, in this order,
-//   drop_export_guards, inline_calls, fold_module_attributes, constant_propagation, remove_list_mutation,
-//   fold_list_reads, fold_scalar_tensors, unroll_loops, lower_tuples, normalize_split_family, cse,
-//   dead_code
+//   drop_export_guards, inline_calls, fold_module_attributes, fold_known_ranks, constant_propagation,
+//   unwrap_raising_branches, remove_list_mutation, fold_list_reads, fold_scalar_tensors,
+//   unroll_loops, out_of_place_updates, lower_tuples, normalize_split_family, cse, dead_code
 // and repeats the sequence while any pass changed the graph (at most `max_iterations` times):
 // the passes feed each other (a folded attribute makes a split's sections known, which makes a
 // loop's trip count constant, whose unrolled body indexes lists with constants, ...). A scripted
 // model and its traced twin come out in the same straight-line form. Every pass preserves what
-// the graph computes for every input, gradients included; none does I/O.
+// the graph computes for every input, gradients included — the passes that read shape facts
+// (fold_known_ranks, out_of_place_updates, normalize_split_family) for inputs of the sample
+// inputs' ranks and dtypes, which the rules assume too; none does I/O.
 //
 //   CanonicalizeOptions options;
 //   options.self = module._ivalue();      // for fold_module_attributes
