@@ -44,10 +44,10 @@ DEFINE_bool(time, false,
             "memory of one step; on by default when the device is CUDA");
 DEFINE_string(timing, "auto",
               "with --time: interpreter (the graph executor's optimizations off), executor (on, as "
-              "users run artifacts; needs LibTorch 2.x; a step that makes no progress for 60 s is "
+              "users run artifacts; needs LibTorch 2.x; a step that makes no progress for 15 s is "
               "given up on and the interpreter times instead) or auto (executor on LibTorch 2.x, "
               "else interpreter)");
-DEFINE_double(executor_stall_s, 60.0,
+DEFINE_double(executor_stall_s, sentier::CheckOptions().executor_stall_s,
               "with executor timing: a timed step that has not finished after this many seconds is "
               "given up on, and both models are timed in the interpreter instead");
 DEFINE_string(report, "", "write a JSON report here");
