@@ -58,6 +58,9 @@ class Optimizer {
     CanonicalizeFirst();
     RecordFacts();
     RunRewriteRounds();
+    // Once, after the rules (merging earlier would give rules that want single-use values
+    // shared ones): the same lookup made twice, say, is made once.
+    if (EliminateCommonTensorOps(graph_, &report_.canonicalize)) RemoveDeadNodes(graph_);
     PoolConstants(graph_, &report_.canonicalize);
     RemoveDeadNodes(graph_);
     absl::Status stacked = StoreStackedLayout();

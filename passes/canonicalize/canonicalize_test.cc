@@ -306,6 +306,48 @@ def forward(self, x, o):
   EXPECT_FALSE(FoldKnownRanks(g, &*facts, nullptr)) << "a second run must change nothing";
 }
 
+// The same join of lookups made twice (a model that joins its field embeddings for two heads):
+// in a graph that writes nothing, the second stack, concatenation and lookup read the first's,
+// and the numbers stay. With a writer anywhere in the graph nothing is merged.
+TEST(EliminateCommonTensorOpsTest, RepeatedLookupIsMadeOnce) {
+  const std::string body = R"IR(
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %neg : int = prim::Constant[value=-1]()
+  %f : bool = prim::Constant[value=0]()
+  %ids : Tensor[] = prim::ListConstruct(%a, %b)
+  %s1 : Tensor = aten::stack(%ids, %one)
+  %ws1 : Tensor[] = prim::ListConstruct(%w0, %w1)
+  %W1 : Tensor = aten::cat(%ws1, %zero)
+  %e1 : Tensor = aten::embedding(%W1, %s1, %neg, %f, %f)
+  %ids2 : Tensor[] = prim::ListConstruct(%a, %b)
+  %s2 : Tensor = aten::stack(%ids2, %one)
+  %ws2 : Tensor[] = prim::ListConstruct(%w0, %w1)
+  %W2 : Tensor = aten::cat(%ws2, %zero)
+  %e2 : Tensor = aten::embedding(%W2, %s2, %neg, %f, %f)
+)IR";
+  auto g = Parse("graph(%a : Tensor, %b : Tensor, %w0 : Tensor, %w1 : Tensor):" + body +
+                 "  %y : Tensor = aten::mul(%e1, %e2)\n  return (%y)\n");
+  auto original = g->copy();
+  PassCounters counters;
+  EXPECT_TRUE(EliminateCommonTensorOps(g, &counters));
+  EliminateDeadNodes(g, nullptr);
+  EXPECT_EQ(counters["eliminate_common_tensor_ops.merged"], 5);
+  FileCheck().check_count("aten::stack", 1, /*exactly=*/true)->check_count("aten::embedding", 1, true)
+      ->check("aten::mul(")->check_not("%e2")->run(*g);
+  at::Tensor a = torch::randint(0, 3, {4}), b = torch::randint(0, 3, {4});
+  at::Tensor w0 = torch::randn({3, 2}), w1 = torch::randn({3, 2});
+  EXPECT_TRUE(at::equal(RunGraphOn(original, {a, b, w0, w1})[0].toTensor(),
+                        RunGraphOn(g, {a, b, w0, w1})[0].toTensor()));
+  EXPECT_FALSE(EliminateCommonTensorOps(g, nullptr)) << "a second run must change nothing";
+
+  auto written = Parse("graph(%a : Tensor, %b : Tensor, %w0 : Tensor, %w1 : Tensor):" + body +
+                       "  %z : Tensor = aten::add_(%e1, %e1, %one)\n"
+                       "  %y : Tensor = aten::mul(%z, %e2)\n  return (%y)\n");
+  EXPECT_FALSE(EliminateCommonTensorOps(written, nullptr)) << "e1 is written: e2 must stay its own";
+  FileCheck().check_count("aten::embedding", 2, true)->run(*written);
+}
+
 TEST(PropagateConstantsTest, IfOnConstantBecomesItsBranch) {
   auto g = Parse(R"IR(
 graph(%x : Tensor):

@@ -117,6 +117,12 @@ bool OutOfPlaceUpdates(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFac
 // earlier equal one that dominates it.
 bool EliminateCommonReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
 
+// EliminateCommonTensorOps: in a graph where no node writes anything, a deterministic node without
+// side effects repeated on the same inputs (the same kind, constants compared by value) is merged
+// into the first; a graph with a writer is left alone (eliminate_common_tensor_ops.cc says why).
+// The optimizer runs it once, after the rules.
+bool EliminateCommonTensorOps(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
 // PoolConstants: one node per distinct immutable constant, moved to the start of the graph.
 // SpreadConstants: the reverse, before rewriting — each top-level constant with many uses is
 // copied so that no copy has more than a few (deleting a node then costs O(1) per constant
