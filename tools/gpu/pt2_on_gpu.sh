@@ -101,16 +101,14 @@ fi
 if [[ -n "$sets" && $client == 1 ]]; then
   work=build/pt2-gpu
   [[ -d "$work/out" ]] || { echo "pt2_on_gpu: no sentierd output in $work/out" >&2; exit 1; }
-  if true; then
-    PYTHONUNBUFFERED=1 python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" \
-      --device "$device" --version_timeout 0 --rounds 2 --iters 2 \
-      --json "$out/pt2-client.json" --markdown "$out/pt2-client.md" >"$out/pt2-client.log" 2>&1
-    crc=$?
-    tail -1 "$out/pt2-client.log"
-    grep -c "match (" "$out/pt2-client.md" | sed 's/^/  client rows with matching losses: /'
-    grep -v "match (" "$out/pt2-client.md" | tail -n +3 | head -20
-    [[ $crc == 0 ]] || rc=1
-  fi
+  PYTHONUNBUFFERED=1 python3 tools/gpu/train_client.py --registry "$work/reg" --output "$work/out" \
+    --device "$device" --version_timeout 0 --rounds 2 --iters 2 \
+    --json "$out/pt2-client.json" --markdown "$out/pt2-client.md" >"$out/pt2-client.log" 2>&1
+  crc=$?
+  tail -1 "$out/pt2-client.log"
+  grep -c "match (" "$out/pt2-client.md" | sed 's/^/  client rows with matching losses: /'
+  grep -v "match (" "$out/pt2-client.md" | tail -n +3 | head -20
+  [[ $crc == 0 ]] || rc=1
 fi
 
 if [[ -n "$compare" ]]; then
