@@ -874,12 +874,16 @@ class Gen {
     // Lookups on ids of one field each ([B]) are sometimes unsqueezed on dim 1 and joined into
     // [B, k, d], as CTR libraries write them (cat_of_unsqueezed_lookups). Decided without a draw,
     // so that the graphs drawn after stay those of the other motifs.
-    bool joined = !pool && k >= 2 && next_ % 4 == 0;
+    // Where next_ % 4 == 2 instead, they are a factorization machine's first-order part: 1-wide
+    // lookups joined on dim 2 ([B, 1, k]), beside dense features read as columns
+    // (`x.view(-1, 1)`) and joined (cat_of_unsqueezed_width1_lookups, column_view_is_unsqueeze).
+    const bool first_order = !pool && k >= 2 && next_ % 4 == 2;
+    bool joined = !pool && k >= 2 && (next_ % 4 == 0 || first_order);
     for (const Shape& c : col_shapes) joined = joined && c.size() == 1;
     std::vector<std::string> looked_up;
     for (int64_t i = 0; i < k; ++i) {
       int64_t width = P(0.85) ? d : R(1, 6);
-      if (joined) width = d;
+      if (joined) width = first_order ? 1 : d;  // (first_order counts only where joined)
       std::string w = Param({R(4, 9), width});
       std::string pad = Int(P(0.9) || joined ? -1 : 0);
       std::string y = Fresh();
@@ -912,7 +916,19 @@ class Gen {
       }
       Add(y, out, false);
     }
-    if (joined) JoinLookups(looked_up, col_shapes[0][0], d);
+    if (joined) JoinLookups(looked_up, col_shapes[0][0], first_order ? 1 : d, first_order ? 2 : 1);
+    if (joined && first_order) {
+      std::vector<std::string> columns;
+      for (int64_t i = 0; i < k; ++i) {
+        std::string x = input("%dv", "Float", {col_shapes[0][0]});
+        columns.push_back(Fresh());
+        Emit(columns.back() + " : Tensor", absl::StrCat("aten::view(", x, ", ", IntList({-1, 1}), ")"));
+      }
+      std::string l = Fresh(), c = Fresh();
+      Emit(l + " : Tensor[]", absl::StrCat("prim::ListConstruct(", absl::StrJoin(columns, ", "), ")"));
+      Emit(c + " : Tensor", absl::StrCat("aten::cat(", l, ", ", Int(1), ")"));
+      Add(c, {col_shapes[0][0], k}, false);
+    }
   }
 
   // ViewByLookupSize: view(y, [size(y, 0), -1]), the batch size read off the lookup (decided
@@ -927,8 +943,10 @@ class Gen {
     Add(v, {shape[0], rest}, false);
   }
 
-  // JoinLookups: cat([unsqueeze(y, 1) for y in looked_up], 1), a [batch, n, width] value.
-  void JoinLookups(const std::vector<std::string>& looked_up, int64_t batch, int64_t width) {
+  // JoinLookups: cat([unsqueeze(y, 1) for y in looked_up], cat_dim): a [batch, n, width] value
+  // (cat_dim 1), or [batch, 1, n] (cat_dim 2, 1-wide lookups).
+  void JoinLookups(const std::vector<std::string>& looked_up, int64_t batch, int64_t width,
+                   int64_t cat_dim) {
     std::vector<std::string> unsqueezed;
     for (const std::string& y : looked_up) {
       unsqueezed.push_back(Fresh());
@@ -936,8 +954,9 @@ class Gen {
     }
     std::string l = Fresh(), c = Fresh();
     Emit(l + " : Tensor[]", absl::StrCat("prim::ListConstruct(", absl::StrJoin(unsqueezed, ", "), ")"));
-    Emit(c + " : Tensor", absl::StrCat("aten::cat(", l, ", ", Int(1), ")"));
-    Add(c, {batch, static_cast<int64_t>(looked_up.size()), width}, false);
+    Emit(c + " : Tensor", absl::StrCat("aten::cat(", l, ", ", Int(cat_dim), ")"));
+    const int64_t n = static_cast<int64_t>(looked_up.size());
+    Add(c, cat_dim == 1 ? Shape{batch, n, width} : Shape{batch, 1, n}, false);
   }
 
   // embedding_bag calls over 1-D indices and offsets, one per feature (nn.EmbeddingBag in a
