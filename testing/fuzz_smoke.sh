@@ -23,7 +23,9 @@ for t in "${targets[@]}"; do labels+=("//testing/fuzz:$t"); done
 # -fno-sanitize=vptr: Debian's libtorch does not export typeinfo for c10::DynamicType, which
 # UBSan's vptr checks reference (undefined reference at link time).
 flags=(--config=fuzz --copt=-fno-sanitize=vptr)
-bazel --output_base="$ob" build "${flags[@]}" "${labels[@]}" || exit 1
+# --symlink_prefix=/: no bazel-* links in the checkout; links into this output base would be
+# read as source folders by the main build's `bazel test //...` (it skips only its own).
+bazel --output_base="$ob" build "${flags[@]}" --symlink_prefix=/ "${labels[@]}" || exit 1
 bin=$(bazel --output_base="$ob" info "${flags[@]}" bazel-bin 2>/dev/null)
 work=${WORK:-$(mktemp -d)}
 rc=0
