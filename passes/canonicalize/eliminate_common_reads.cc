@@ -23,12 +23,7 @@
 #include "passes/canonicalize/passes.h"
 
 namespace sentier {
-namespace {
 
-using torch::jit::Block;
-using torch::jit::Node;
-
-// The identity of an input: its value for a constant of an immutable type, else the value.
 std::string InputKey(torch::jit::Value* v) {
   if (v->node()->kind() == c10::prim::Constant) {
     c10::optional<c10::IValue> iv = torch::jit::toIValue(v);
@@ -39,6 +34,11 @@ std::string InputKey(torch::jit::Value* v) {
   }
   return "v" + std::to_string(v->unique());
 }
+
+namespace {
+
+using torch::jit::Block;
+using torch::jit::Node;
 
 std::string NodeKey(Node* n) {
   std::string key = n->kind().toQualString();

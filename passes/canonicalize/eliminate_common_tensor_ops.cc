@@ -62,18 +62,6 @@ bool AnyWriter(const Block* b) {
   return false;
 }
 
-// The identity of an input: a constant's value where it prints as one, else the value itself.
-std::string InputKey(torch::jit::Value* v) {
-  if (v->node()->kind() == c10::prim::Constant && !v->type()->isSubtypeOf(*c10::TensorType::get())) {
-    c10::optional<c10::IValue> iv = torch::jit::toIValue(v);
-    if (iv && (iv->isInt() || iv->isDouble() || iv->isBool() || iv->isString() || iv->isNone() ||
-               iv->isIntList() || iv->isDoubleList() || iv->isBoolList())) {
-      return "c" + v->type()->repr_str() + ":" + c10::str(*iv);
-    }
-  }
-  return "v" + std::to_string(v->unique());
-}
-
 bool Mergeable(const Node* n) {
   if (n->kind() == c10::prim::Constant || !n->blocks().empty() || n->outputs().empty()) return false;
   if (n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::RaiseException) return false;

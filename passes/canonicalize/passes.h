@@ -25,6 +25,7 @@
 namespace torch {
 namespace jit {
 struct Node;
+struct Value;
 }  // namespace jit
 }  // namespace torch
 
@@ -116,6 +117,12 @@ bool OutOfPlaceUpdates(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFac
 // module attributes), or a read at a constant index of a list nothing writes, is merged into an
 // earlier equal one that dominates it.
 bool EliminateCommonReads(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
+// InputKey: the identity of a node's input for merging equal nodes: the value of a constant of an
+// immutable type or list of them (constants are spread while the graph is rewritten, so equal
+// constants are distinct nodes), else the value itself. Shared by EliminateCommonReads and
+// EliminateCommonTensorOps.
+std::string InputKey(torch::jit::Value* v);
 
 // EliminateCommonTensorOps: in a graph where no node writes anything, a deterministic node without
 // side effects repeated on the same inputs (the same kind, constants compared by value) is merged
