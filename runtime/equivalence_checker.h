@@ -58,7 +58,7 @@ struct CheckOptions {
   // (CheckReport::timing_fallback); so are they when a step of the reference throws with the
   // executor (LibTorch 1.13 asserts on some graphs with aten::stack). A step of the candidate
   // that throws with the executor fails the check's timing with an error naming the candidate.
-  double executor_stall_s = 15.0;  // PipelineOptions::executor_stall_s says why 15
+  double executor_stall_s = kDefaultExecutorStallS;
   // false: the models' shapes are their own (an exported program's are static): no trial at
   // twice the batch.
   bool batch_x2 = true;

@@ -66,7 +66,7 @@ struct GateRunOptions {
                                 // them; the caller must then validate the final artifact)
   VerdictMargins margins;       // speed and peak-memory margins (runtime/verdict.h)
   StepTiming timing = StepTiming::kInterpreter;  // how steps are timed (CheckOptions::timing)
-  double executor_stall_s = 15.0;  // CheckOptions::executor_stall_s
+  double executor_stall_s = kDefaultExecutorStallS;  // CheckOptions::executor_stall_s
   // How every measured set is optimized: the options the published artifact will be made with
   // (layout, rounds), so that the gate judges that artifact. Each trial puts its own module and
   // sample inputs in place of `self` and `sample_inputs`; `after_pass` is not called.

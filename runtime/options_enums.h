@@ -53,6 +53,13 @@ enum class StepTiming { kInterpreter, kExecutor };
 absl::StatusOr<StepTiming> ParseStepTiming(absl::string_view text);  // interpreter | executor
 absl::string_view StepTimingName(StepTiming timing);
 
+// The default limit, in seconds, on an executor-timed step that makes no progress (then timed in
+// the interpreter; CheckOptions, GateOptions and PipelineOptions::executor_stall_s). 15 s: a
+// step's first executor run (profiling, then compiling its fusion groups) took at most about
+// 0.3 s on the corpus on the H200 (bench/RESULTS-log.md, Thu Dec 3 02:16), while a stalled fuser
+// compile never returns; the former 60 s added 45 s to every job that met a stall.
+inline constexpr double kDefaultExecutorStallS = 15.0;
+
 // ReportStatus: report.json's "status" (runtime/report_schema.json).
 enum class ReportStatus { kOptimized, kUnchanged, kRejected };
 absl::StatusOr<ReportStatus> ParseReportStatus(absl::string_view text);

@@ -47,7 +47,7 @@ DEFINE_string(timing, "auto",
               "users run artifacts; needs LibTorch 2.x; a step that makes no progress for 15 s is "
               "given up on and the interpreter times instead) or auto (executor on LibTorch 2.x, "
               "else interpreter)");
-DEFINE_double(executor_stall_s, sentier::CheckOptions().executor_stall_s,
+DEFINE_double(executor_stall_s, sentier::kDefaultExecutorStallS,
               "with executor timing: a timed step that has not finished after this many seconds is "
               "given up on, and both models are timed in the interpreter instead");
 DEFINE_string(report, "", "write a JSON report here");

@@ -54,11 +54,8 @@ struct PipelineOptions {
   // How the gate and the validation time steps (options_enums.h); the flags' "auto" is resolved
   // before it gets here (executor on LibTorch 2.x). A step timed with the executor that makes no
   // progress for executor_stall_s seconds is given up on and timed in the interpreter instead.
-  // 15 s: a step's first executor run (profiling, then compiling its fusion groups) took at most
-  // about 0.3 s on the corpus on the H200 (bench/RESULTS-log.md, Thu Dec 3 02:16), while a stalled
-  // fuser compile never returns; the former 60 s added 45 s to every job that met a stall.
   StepTiming timing = StepTiming::kInterpreter;
-  double executor_stall_s = 15.0;
+  double executor_stall_s = kDefaultExecutorStallS;
   int max_rounds = 16;         // bound on rounds of rule application
   int validation_trials = 2;   // the checker's trials (CheckOptions::trials)
   bool allow_growth = false;   // untimed: write a graph with more kernel launches anyway
