@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "passes/canonicalize/pipeline.h"
+#include "passes/joined_lookup_shifts.h"
 #include "passes/member_gradient_layout.h"
 #include "passes/remove_dead_nodes.h"
 #include "passes/sample_inputs.h"
@@ -44,8 +45,9 @@ double MsSince(std::chrono::steady_clock::time_point t) {
 constexpr int64_t kFactsBatch = 16;
 
 // One optimization of one graph, in steps: inline and count -> first canonicalization -> facts ->
-// rewrite rounds (canonicalize, facts, rules) -> pool constants and drop dead nodes -> stacked
-// layout -> member gradients, large cats kept unfused, and the report's timings -> lint.
+// rewrite rounds (canonicalize, facts, rules) -> common tensor ops, joined lookup shifts -> pool
+// constants and drop dead nodes -> stacked layout -> member gradients, large cats kept unfused,
+// and the report's timings -> lint.
 class Optimizer {
  public:
   Optimizer(const std::shared_ptr<Graph>& graph, const RuleSet& rules,
@@ -61,6 +63,13 @@ class Optimizer {
     // Once, after the rules (merging earlier would give rules that want single-use values
     // shared ones): the same lookup made twice, say, is made once.
     if (EliminateCommonTensorOps(graph_, &report_.canonicalize)) RemoveDeadNodes(graph_);
+    // The stored-table lookups of every width and mode share one index shift (after the rules,
+    // which form them one set at a time).
+    int64_t joined = 0;
+    if (JoinLookupShifts(graph_, facts_ptr_, &joined)) {
+      report_.canonicalize["joined_lookup_shifts.lookups"] = joined;
+      RemoveDeadNodes(graph_);
+    }
     PoolConstants(graph_, &report_.canonicalize);
     RemoveDeadNodes(graph_);
     absl::Status stacked = StoreStackedLayout();

@@ -113,10 +113,12 @@ bool IsAutogradFrame(const at::RecordFunction& fn) {
 // Aten ops that launch nothing on a GPU when nothing inside them does: views and reshapes of
 // metadata, allocations without a fill, shape and type queries, conjugation flags of real tensors,
 // and the conversions that returned their input (contiguous, to, type_as on a tensor that already
-// was so).
+// was so; atleast_1d/2d/3d, which aten::hstack calls on each input, on one that already has the
+// rank).
 bool LaunchesNothing(absl::string_view op) {
   static const auto* const kNone = new absl::flat_hash_set<std::string>{
-      "alias", "as_strided", "as_strided_", "broadcast_to", "chunk", "contiguous", "detach",
+      "alias", "as_strided", "as_strided_", "atleast_1d", "atleast_2d", "atleast_3d",
+      "broadcast_to", "chunk", "contiguous", "detach",
       "detach_", "diagonal", "dim", "empty", "empty_like", "empty_strided", "expand", "expand_as",
       "flatten", "is_contiguous", "is_nonzero", "lift_fresh", "movedim", "moveaxis", "narrow",
       "new_empty", "new_empty_strided", "numel", "permute", "requires_grad_", "reshape",

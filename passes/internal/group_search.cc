@@ -65,22 +65,6 @@ bool InputElementRead(Node* n) {
 
 bool Movable(Node* n) { return Hoistable(n) || InputElementRead(n); }
 
-// Moves the definition of `v` (and what it needs) right after `*cursor` in `*cursor`'s block,
-// advancing the cursor, when it is movable and defined later; returns false when `v` is defined
-// later and cannot move. Inputs move first, so every moved node follows what it reads.
-bool HoistAfter(Value* v, Node** cursor) {
-  Node* n = v->node();
-  if (n->owningBlock() != (*cursor)->owningBlock() || n->kind() == c10::prim::Param) return true;
-  if (n == *cursor || n->isBefore(*cursor)) return true;
-  if (!Movable(n)) return false;
-  for (Value* in : n->inputs()) {
-    if (!HoistAfter(in, cursor)) return false;
-  }
-  n->moveAfter(*cursor);
-  *cursor = n;
-  return true;
-}
-
 // IsBefore: program order of two nodes of one block (nullptr = block start).
 bool IsBefore(Node* a, Node* b) {
   if (a == nullptr) return b != nullptr;
@@ -123,6 +107,22 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts) {
     if (d) return true;
   }
   return false;
+}
+
+// Moves the definition of `v` (and what it needs) right after `*cursor` in `*cursor`'s block,
+// advancing the cursor, when it is movable and defined later; returns false when `v` is defined
+// later and cannot move. Inputs move first, so every moved node follows what it reads.
+bool HoistAfter(Value* v, Node** cursor) {
+  Node* n = v->node();
+  if (n->owningBlock() != (*cursor)->owningBlock() || n->kind() == c10::prim::Param) return true;
+  if (n == *cursor || n->isBefore(*cursor)) return true;
+  if (!Movable(n)) return false;
+  for (Value* in : n->inputs()) {
+    if (!HoistAfter(in, cursor)) return false;
+  }
+  n->moveAfter(*cursor);
+  *cursor = n;
+  return true;
 }
 
 namespace {

@@ -61,6 +61,12 @@ bool FollowsBatch(Value* v, const ShapeFacts* facts);
 // the batch (see group_search.cc for the cases it can prove). `depth`: recursion depth so far.
 bool ProvablySameShape(Value* a, Value* b, const ShapeFacts* facts, int depth = 0);
 
+// HoistAfter: moves the definition of `v` (and what it needs) right after `*cursor` in `*cursor`'s
+// block, advancing the cursor, when it is movable (a constant, an attribute read of the module, a
+// constant int list, a read at a constant key of a list or dict the graph takes as input) and
+// defined later; false when `v` is defined later and cannot move.
+bool HoistAfter(Value* v, Node** cursor);
+
 }  // namespace internal
 }  // namespace sentier
 

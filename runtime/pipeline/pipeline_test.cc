@@ -316,6 +316,28 @@ graph(%x : Float(4, 6)):
       << s_split->launches << " (aten ops " << s_split->aten_ops << ")";
 }
 
+// aten::hstack of 1-D tensors is the one concatenation kernel aten::cat is: the atleast_1d it
+// calls on each input returns the input.
+TEST(OpTallyTest, AnHstackOfVectorsIsOneLaunchAsACatIs) {
+  auto hstack = Parse(R"IR(
+graph(%a : Long(3), %b : Long(5), %c : Long(2)):
+  %l : Tensor[] = prim::ListConstruct(%a, %b, %c)
+  %y : Tensor = aten::hstack(%l)
+  return (%y))IR");
+  auto cat = Parse(R"IR(
+graph(%a : Long(3), %b : Long(5), %c : Long(2)):
+  %zero : int = prim::Constant[value=0]()
+  %l : Tensor[] = prim::ListConstruct(%a, %b, %c)
+  %y : Tensor = aten::cat(%l, %zero)
+  return (%y))IR");
+  std::vector<c10::IValue> x = {at::arange(3), at::arange(5), at::arange(2)};
+  auto h = TallyOps(hstack, x);
+  auto c = TallyOps(cat, x);
+  ASSERT_TRUE(h.ok() && c.ok());
+  EXPECT_EQ(c->launches, 1);
+  EXPECT_EQ(h->launches, 1);
+}
+
 TEST(PipelineDecisionTest, TheGateClauseThatKeptNoRule) {
   PipelineRequest req;
   GateSelection sel;
