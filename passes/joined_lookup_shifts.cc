@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include "passes/canonicalize/passes.h"
 #include "passes/internal/group_search.h"
 #include "passes/shape_facts.h"
 
@@ -137,12 +138,30 @@ c10::optional<LookupKey> KeyOf(const ShiftedLookup& l, const ShapeFacts* facts) 
   return LookupKey{static_cast<int>(i->first), static_cast<int>(o->first), i->second};
 }
 
+// Moves the definition of `v` (and what it needs) right after `*cursor` when it comes later:
+// reads that can move anywhere (internal::HoistAfter), and, in a graph that writes nothing
+// (`computations`), pure computations (a cumsum of lengths, a `.long()` of a dict value).
+// `first` (the first lookup, before which everything moves) never moves.
+bool MoveUp(Value* v, Node** cursor, Node* first, bool computations) {
+  Node* n = v->node();
+  if (n->owningBlock() != (*cursor)->owningBlock() || n->kind() == c10::prim::Param) return true;
+  if (n == *cursor || n->isBefore(*cursor)) return true;
+  if (n == first) return false;
+  if (!computations || !IsPureComputation(n)) return internal::HoistAfter(v, cursor);
+  for (Value* in : n->inputs()) {
+    if (!MoveUp(in, cursor, first, computations)) return false;
+  }
+  n->moveAfter(*cursor);
+  *cursor = n;
+  return true;
+}
+
 // Moves every member up to just before `first` where needed; false when one cannot move.
-bool MembersBefore(const ShiftedLookup& l, Node* first) {
+bool MembersBefore(const ShiftedLookup& l, Node* first, bool computations) {
   Node* cursor = first->prev();
   for (const auto* members : {&l.indices, &l.offsets}) {
     for (Value* v : *members) {
-      if (!internal::HoistAfter(v, &cursor)) return false;
+      if (!MoveUp(v, &cursor, first, computations)) return false;
     }
   }
   return true;
@@ -258,11 +277,12 @@ bool JoinLookupShifts(const std::shared_ptr<Graph>& graph, const ShapeFacts* fac
     if (key) sets[*key].push_back(std::move(*l));
   }
   int64_t joined = 0;
+  const bool computations = !AnyWriter(graph->block());
   for (auto& [key, found] : sets) {
     if (found.size() < 2) continue;  // graph order: found[0].bag is the first lookup
     std::vector<ShiftedLookup> movable;
     for (auto& l : found) {
-      if (MembersBefore(l, found[0].bag)) movable.push_back(std::move(l));
+      if (MembersBefore(l, found[0].bag, computations)) movable.push_back(std::move(l));
     }
     if (movable.size() < 2) continue;
     Join(graph.get(), movable);

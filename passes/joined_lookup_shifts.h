@@ -14,7 +14,8 @@
 // stored table; the number of indices before it in the set), so each lookup reads exactly the
 // indices and offsets it read before. The preparation stands before the first of the lookups;
 // members defined later are moved up when they can move (reads of a graph input's list or dict
-// at a constant key), and a lookup whose members cannot is left as it was. The replaced nodes are
+// at a constant key; in a graph that writes nothing, any deterministic computation of them, such
+// as offsets from lengths), and a lookup whose members cannot is left as it was. The replaced nodes are
 // left for dead-node removal. Per-sample weights stay each lookup's own: a slice of a joined
 // weight vector would give the weights' gradient a zero fill and a copy per lookup.
 #ifndef SENTIER_PASSES_JOINED_LOOKUP_SHIFTS_H_

@@ -52,6 +52,8 @@ bool WritesSomething(const Node* n) {
   return false;
 }
 
+}  // namespace
+
 bool AnyWriter(const Block* b) {
   for (const Node* n : b->nodes()) {
     if (WritesSomething(n)) return true;
@@ -62,7 +64,7 @@ bool AnyWriter(const Block* b) {
   return false;
 }
 
-bool Mergeable(const Node* n) {
+bool IsPureComputation(const Node* n) {
   if (n->kind() == c10::prim::Constant || !n->blocks().empty() || n->outputs().empty()) return false;
   if (n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::RaiseException) return false;
   if (!n->kind().is_aten() && n->kind() != c10::prim::ListConstruct &&
@@ -72,15 +74,13 @@ bool Mergeable(const Node* n) {
   return !n->hasSideEffects() && !n->isNondeterministic();
 }
 
-}  // namespace
-
 bool EliminateCommonTensorOps(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters) {
   if (AnyWriter(graph->block())) return false;
   std::unordered_map<std::string, Node*> seen;
   int64_t merged = 0;
   for (auto it = graph->block()->nodes().begin(); it != graph->block()->nodes().end();) {
     Node* n = *it++;
-    if (!Mergeable(n)) continue;
+    if (!IsPureComputation(n)) continue;
     std::string key = std::string(n->kind().toQualString()) + "/" + std::to_string(n->outputs().size());
     for (torch::jit::Value* in : n->inputs()) key += "|" + InputKey(in);
     auto [at, inserted] = seen.emplace(std::move(key), n);

@@ -24,6 +24,7 @@
 
 namespace torch {
 namespace jit {
+struct Block;
 struct Node;
 struct Value;
 }  // namespace jit
@@ -129,6 +130,16 @@ std::string InputKey(torch::jit::Value* v);
 // into the first; a graph with a writer is left alone (eliminate_common_tensor_ops.cc says why).
 // The optimizer runs it once, after the rules.
 bool EliminateCommonTensorOps(const std::shared_ptr<torch::jit::Graph>& graph, PassCounters* counters);
+
+// AnyWriter: some node of the block (or of a block inside it) writes an argument (its schema
+// says so: `add_`, `append`, BatchNorm's running statistics) or has no schema. Where none does,
+// every value keeps what it was computed with.
+bool AnyWriter(const torch::jit::Block* block);
+
+// IsPureComputation: an aten node (or a list construction, unpacking or device read) without
+// blocks, side effects or randomness: in a graph without writers it computes the same wherever
+// it stands after its inputs, and equal ones compute equal values.
+bool IsPureComputation(const torch::jit::Node* n);
 
 // PoolConstants: one node per distinct immutable constant, moved to the start of the graph.
 // SpreadConstants: the reverse, before rewriting — each top-level constant with many uses is
