@@ -91,6 +91,12 @@ absl::flat_hash_map<std::string, BuiltinSpec> MakeBuiltins() {
       "d, e), e, e + 1), and every piece of one unbind(x, d) by flatten(movedim(x, d, e), e, "
       "e + 1)",
       SplitPiecesAcrossDim};
+  b["unsqueeze_runs_to_stack"] = {
+      1,
+      "unsqueeze_runs_to_stack(%y): in %y = aten::cat(list, d), replace each run of >= 2 "
+      "consecutive single-use pieces unsqueeze(x_k, d) by one stack([x_k, ...], d) (a list that is "
+      "one such run is cat_of_unsqueezes_to_stack's)",
+      UnsqueezeRunsToStack};
   b["stack_runs_to_views"] = {
       1,
       "stack_runs_to_views(%y): in %y = aten::stack(list, e), replace each run of >= 2 "

@@ -243,6 +243,52 @@ absl::StatusOr<bool> SplitPiecesAcrossDim(const std::vector<Datum>& a, EvalConte
   return false;
 }
 
+// unsqueeze_runs_to_stack(%y): in cat(list, d), d >= 0, each run of >= 2 consecutive pieces
+// unsqueeze(x_k, d), each used only in the list, becomes one piece stack([x_k, ...], d): the
+// same values in the same places, one copy instead of one per piece in the cat, and one
+// gradient split instead of a slice per piece. A list that is one such run is left to
+// cat_of_unsqueezes_to_stack, which replaces the cat itself.
+absl::StatusOr<bool> UnsqueezeRunsToStack(const std::vector<Datum>& a, EvalContext& ctx) {
+  if (a[0].kind != Datum::Kind::kValue) return Err("unsqueeze_runs_to_stack takes the cat's output");
+  Node* list = nullptr;
+  int64_t d = 0;
+  if (!CatParts(a[0].value, &list, &d) || d < 0) return false;
+  auto unsqueezed = [&](Value* v) {
+    Node* n = v->node();
+    if (n->kind() != c10::aten::unsqueeze || v->uses().size() != 1) return false;
+    c10::optional<Datum> dim = DatumFromConstant(n->input(1));
+    return dim && dim->kind == Datum::Kind::kInt && dim->i == d && n->owningBlock() == list->owningBlock();
+  };
+  const size_t size = list->inputs().size();
+  std::vector<std::pair<size_t, size_t>> runs;  // [first, end)
+  for (size_t k = 0; k < size;) {
+    size_t j = k;
+    while (j < size && unsqueezed(list->input(j))) ++j;
+    if (j - k >= 2) runs.emplace_back(k, j);
+    k = j == k ? k + 1 : j;
+  }
+  if (runs.empty() || (runs.size() == 1 && runs[0].second - runs[0].first == size)) return false;
+  bool changed = false;
+  Graph* g = list->owningGraph();
+  // Back to front so that list indices of earlier runs stay valid.
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    std::vector<Node*> nodes;
+    std::vector<Value*> xs;
+    for (size_t k = it->first; k < it->second; ++k) {
+      nodes.push_back(list->input(k)->node());
+      xs.push_back(nodes.back()->input(0));
+    }
+    if (ctx.legal && !ctx.legal(nodes)) continue;
+    WithInsertPoint guard(list);
+    Value* joined = g->insertNode(g->createList(c10::TensorType::get(), xs))->output();
+    Value* stacked = g->insert(c10::aten::stack, {joined, d});
+    list->replaceInput(it->first, stacked);
+    for (size_t k = it->second - 1; k > it->first; --k) list->removeInput(k);
+    changed = true;
+  }
+  return changed;
+}
+
 // ---------------------------------------------------------------------------------------------
 // stack_runs_to_views(%y): stack(list, e) whose list holds runs of consecutive pieces of one
 // unbind or of one split with equal sections, each piece possibly reshaped to one constant shape.

@@ -560,6 +560,13 @@ class Gen {
         }
       }
       if (us.empty()) return;
+      if (us.size() >= 2 && P(0.3)) {  // a piece that is not an unsqueeze: the run stays a run
+        std::string u = Fresh(), n = Fresh();
+        Emit(u + " : Tensor",
+             absl::StrCat("aten::unsqueeze(", Use(SameShape(x)), ", ", Dim(d, rank + 1), ")"));
+        Emit(n + " : Tensor", absl::StrCat("aten::neg(", u, ")"));
+        us.insert(P(0.5) ? us.begin() : us.end(), n);
+      }
       Shape s = xs;
       s.insert(s.begin() + d, us.size());
       Add(Cat(us, d, rank + 1, "cat"), s, false);

@@ -61,6 +61,7 @@ void AddContextFunctions(FunctionTable* table);
 absl::StatusOr<bool> MergePieceRuns(const std::vector<Datum>& a, EvalContext& ctx);
 absl::StatusOr<bool> RunsToSlices(const std::vector<Datum>& a, EvalContext& ctx);
 absl::StatusOr<bool> SplitPiecesAcrossDim(const std::vector<Datum>& a, EvalContext& ctx);
+absl::StatusOr<bool> UnsqueezeRunsToStack(const std::vector<Datum>& a, EvalContext& ctx);
 absl::StatusOr<bool> StackRunsToViews(const std::vector<Datum>& a, EvalContext& ctx);
 
 }  // namespace rule_functions
