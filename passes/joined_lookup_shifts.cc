@@ -172,47 +172,47 @@ Value* IntAdd(Graph* g, Value* a, Value* b) {
   return g->insert(c10::aten::add, {a, b});
 }
 
-// Builds the joined vector, its one shift and each lookup's two slices, before `lookups[0].bag`.
-void Join(Graph* g, const std::vector<ShiftedLookup>& lookups) {
-  const ShiftedLookup& model = lookups[0];
-  torch::jit::WithInsertPoint guard(model.bag);
-  Value* zero = g->insertConstant(0);
-  std::vector<Value*> members, rows, firsts, counts, bag_counts;
-  std::vector<Value*> index_totals, bag_totals;
+// The joined vector's members and the host ints of its shift: every lookup's indices, then every
+// lookup's offsets; first rows, first indices (running counts within each lookup), index counts,
+// bag counts; and each lookup's index and bag totals.
+struct JoinedMembers {
+  std::vector<Value*> members, ints, index_totals, bag_totals;
+};
+
+JoinedMembers CollectMembers(Graph* g, const std::vector<ShiftedLookup>& lookups, Value* zero) {
+  JoinedMembers j;
+  std::vector<Value*> rows, firsts, counts, bag_counts;
   for (const auto& l : lookups) {
-    members.insert(members.end(), l.indices.begin(), l.indices.end());
+    j.members.insert(j.members.end(), l.indices.begin(), l.indices.end());
     Value* running = zero;
     for (size_t k = 0; k < l.indices.size(); ++k) {
       rows.push_back(g->insertConstant(l.first_rows[k]));
       firsts.push_back(running);
-      Value* n = g->insert(c10::aten::size, {l.indices[k], 0});
-      counts.push_back(n);
-      running = IntAdd(g, running, n);
+      counts.push_back(g->insert(c10::aten::size, {l.indices[k], 0}));
+      running = IntAdd(g, running, counts.back());
     }
-    index_totals.push_back(running);
+    j.index_totals.push_back(running);
   }
   for (const auto& l : lookups) {
-    members.insert(members.end(), l.offsets.begin(), l.offsets.end());
+    j.members.insert(j.members.end(), l.offsets.begin(), l.offsets.end());
     Value* running = zero;
     for (Value* o : l.offsets) {
-      Value* m = g->insert(c10::aten::size, {o, 0});
-      bag_counts.push_back(m);
-      running = IntAdd(g, running, m);
+      bag_counts.push_back(g->insert(c10::aten::size, {o, 0}));
+      running = IntAdd(g, running, bag_counts.back());
     }
-    bag_totals.push_back(running);
+    j.bag_totals.push_back(running);
   }
-  std::vector<Value*> ints = rows;
-  ints.insert(ints.end(), firsts.begin(), firsts.end());
-  ints.insert(ints.end(), counts.begin(), counts.end());
-  ints.insert(ints.end(), bag_counts.begin(), bag_counts.end());
+  for (const auto* part : {&rows, &firsts, &counts, &bag_counts}) {
+    j.ints.insert(j.ints.end(), part->begin(), part->end());
+  }
+  return j;
+}
 
-  // The preparation, cloned from the first lookup's with the joined lists in place of its own.
-  Value* member_list = g->insertNode(g->createList(c10::TensorType::get(), members))->output();
+// The shifted joined vector: the first lookup's preparation (hstack, tensor, to, view, the two
+// selects, repeat_interleave, add), cloned with the joined lists in place of its own.
+Value* ShiftedVector(Graph* g, const ShiftedLookup& model, const JoinedMembers& j) {
+  Value* member_list = g->insertNode(g->createList(c10::TensorType::get(), j.members))->output();
   Node* j0 = g->insertNode(g->createClone(model.hstack, [&](Value*) { return member_list; }));
-  Value* int_list = g->insertNode(g->createList(c10::IntType::get(), ints))->output();
-  Value* view_sizes = g->insertConstant(std::vector<int64_t>{2, static_cast<int64_t>(members.size())});
-  Value* total = g->insert(c10::aten::size, {j0->output(), 0});
-  // The nodes from the int list's tensor to the shifted vector, in order, each cloned once.
   Node* ri = model.shift;
   Node* sel_v = ri->input(0)->node();
   Node* sel_r = ri->input(1)->node();
@@ -222,9 +222,10 @@ void Join(Graph* g, const std::vector<ShiftedLookup>& lookups) {
   Node* add = model.bag->input(1)->node()->input(0)->node();
   std::unordered_map<Value*, Value*> remap;
   remap[model.hstack->output()] = j0->output();
-  remap[tensor->input(0)] = int_list;
-  remap[view->input(1)] = view_sizes;
-  remap[ri->input(3)] = total;
+  remap[tensor->input(0)] = g->insertNode(g->createList(c10::IntType::get(), j.ints))->output();
+  remap[view->input(1)] =
+      g->insertConstant(std::vector<int64_t>{2, static_cast<int64_t>(j.members.size())});
+  remap[ri->input(3)] = g->insert(c10::aten::size, {j0->output(), 0});
   auto map = [&](Value* v) {
     auto it = remap.find(v);
     return it != remap.end() ? it->second : v;
@@ -232,32 +233,40 @@ void Join(Graph* g, const std::vector<ShiftedLookup>& lookups) {
   for (Node* n : {tensor, to, view, sel_v, sel_r, ri, add}) {
     // prim::device(%J0) (the copy's target) is recomputed for the joined vector.
     for (Value* in : n->inputs()) {
-      if (in->node()->kind() == c10::prim::device && in->node()->input(0) == model.hstack->output() &&
+      Node* def = in->node();
+      if (def->kind() == c10::prim::device && def->input(0) == model.hstack->output() &&
           !remap.count(in)) {
-        remap[in] = g->insertNode(g->createClone(in->node(), map))->output();
+        remap[in] = g->insertNode(g->createClone(def, map))->output();
       }
     }
     Node* c = g->insertNode(g->createClone(n, map));
     for (size_t k = 0; k < n->outputs().size(); ++k) remap[n->output(k)] = c->output(k);
   }
-  Value* shifted = remap.at(add->output());
+  return remap.at(add->output());
+}
 
-  // Each lookup's indices and offsets: two slices of the shifted vector.
+// Builds the joined vector and its one shift before the first lookup, and hands each lookup its
+// indices and offsets as two slices of it.
+void Join(Graph* g, const std::vector<ShiftedLookup>& lookups) {
+  torch::jit::WithInsertPoint guard(lookups[0].bag);
+  Value* zero = g->insertConstant(0);
+  JoinedMembers j = CollectMembers(g, lookups, zero);
+  Value* shifted = ShiftedVector(g, lookups[0], j);
   std::vector<Value*> index_starts, bag_starts;
   Value* pos = zero;
-  for (Value* t : index_totals) {
+  for (Value* t : j.index_totals) {
     index_starts.push_back(pos);
     pos = IntAdd(g, pos, t);
   }
-  for (Value* t : bag_totals) {
+  for (Value* t : j.bag_totals) {
     bag_starts.push_back(pos);
     pos = IntAdd(g, pos, t);
   }
   Value* one = g->insertConstant(1);
   for (size_t k = 0; k < lookups.size(); ++k) {
     torch::jit::WithInsertPoint at(lookups[k].bag);
-    Value* index_end = IntAdd(g, index_starts[k], index_totals[k]);
-    Value* bag_end = IntAdd(g, bag_starts[k], bag_totals[k]);
+    Value* index_end = IntAdd(g, index_starts[k], j.index_totals[k]);
+    Value* bag_end = IntAdd(g, bag_starts[k], j.bag_totals[k]);
     Value* idx = g->insert(c10::aten::slice, {shifted, zero, index_starts[k], index_end, one});
     Value* off = g->insert(c10::aten::slice, {shifted, zero, bag_starts[k], bag_end, one});
     lookups[k].bag->replaceInput(1, idx);
