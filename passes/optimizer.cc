@@ -66,10 +66,12 @@ class Optimizer {
     // The stored-table lookups of every width and mode share one index shift (after the rules,
     // which form them one set at a time).
     int64_t joined = 0;
+    auto t = std::chrono::steady_clock::now();
     if (JoinLookupShifts(graph_, facts_ptr_, &joined)) {
       report_.canonicalize["joined_lookup_shifts.lookups"] = joined;
       RemoveDeadNodes(graph_);
     }
+    report_.stage_ms["joined_lookup_shifts"] = MsSince(t);
     PoolConstants(graph_, &report_.canonicalize);
     RemoveDeadNodes(graph_);
     absl::Status stacked = StoreStackedLayout();
