@@ -13,6 +13,7 @@
 
 #include "passes/canonicalize/passes.h"
 #include "passes/internal/group_search.h"
+#include "passes/module_objects.h"
 #include "passes/shape_facts.h"
 
 namespace sentier {
@@ -44,7 +45,8 @@ struct ShiftedLookup {
   Node* split = nullptr;
   Node* unpack = nullptr;
   // A width's sum lookup and weighted lookup made one (MergeWidths): the two, in that order;
-  // the members are theirs in that order.
+  // the members are theirs in that order, the second part's first rows shifted by the first
+  // part's table rows.
   std::vector<ShiftedLookup> parts;
 };
 
@@ -192,25 +194,41 @@ c10::optional<std::vector<int64_t>> SizesOf(Value* v, const ShapeFacts* facts) {
   return t->sizes().concrete_sizes();
 }
 
-// What a lookup's tables must share with another's to be one table: dtype and width (the table
-// rows of the last one, to shift the next lookup's first rows, come with them).
+// What a lookup's tables must share with another's to be one table: dtype and width, read from
+// its first pooled piece ([bags, width]; the rule gave it the replaced lookup's facts and type;
+// the tables themselves are attribute reads that a scripted graph leaves untyped).
 struct TableShape {
   c10::ScalarType dtype;
   int64_t width = 0;
-  int64_t rows = 0;  // all of the lookup's tables, end to end
 };
 
 c10::optional<TableShape> TableShapeOf(const ShiftedLookup& l, const ShapeFacts* facts) {
   if (l.tables == nullptr || l.split == nullptr) return c10::nullopt;
-  auto tables = l.tables->input(0)->node()->inputs();
-  auto type = DtypeAndDevice(tables.back(), facts);
-  auto last = SizesOf(tables.back(), facts);
-  if (!type || !last || last->size() != 2) return c10::nullopt;
-  for (Value* t : tables) {
-    auto sizes = SizesOf(t, facts);
-    if (!sizes || sizes->size() != 2 || (*sizes)[1] != (*last)[1]) return c10::nullopt;
+  Value* piece = l.unpack->output(0);
+  auto type = DtypeAndDevice(piece, facts);
+  auto sizes = SizesOf(piece, facts);
+  if (!type || !sizes || sizes->size() != 2) return c10::nullopt;
+  return TableShape{type->first, (*sizes)[1]};
+}
+
+// The rows of the lookup's tables end to end: its last first row plus its last table's rows,
+// read from the module (`self`'s attribute the table's GetAttr reads), else from facts or type.
+c10::optional<int64_t> TableRows(const ShiftedLookup& l, const ShapeFacts* facts,
+                                 const ModuleObjectMap& objects) {
+  Value* last = l.tables->input(0)->node()->inputs().back();
+  Node* read = last->node();
+  if (read->kind() == c10::prim::GetAttr) {
+    auto owner = objects.find(read->input(0));
+    if (owner != objects.end()) {
+      c10::IValue attr = owner->second->getAttr(read->s(c10::attr::name));
+      if (attr.isTensor() && attr.toTensor().dim() == 2) {
+        return l.first_rows.back() + attr.toTensor().size(0);
+      }
+    }
   }
-  return TableShape{type->first, (*last)[1], l.first_rows.back() + (*last)[0]};
+  auto sizes = SizesOf(last, facts);
+  if (!sizes || sizes->size() != 2) return c10::nullopt;
+  return l.first_rows.back() + (*sizes)[0];
 }
 
 // The lookup's mode when it is a plain sum (no weights) or a weighted sum, with no gradient
@@ -232,11 +250,14 @@ c10::optional<bool> SumLookupWeighted(const ShiftedLookup& l) {
 // MergeWidths: a width's sum lookup and its weighted lookup (tables of one dtype and width, the
 // same sparse flag) become one weighted lookup, the sum lookup's indices weighing 1: one lookup
 // and one backward fewer. The pair takes the earlier one's place in `lookups` (graph order).
-void MergeWidths(std::vector<ShiftedLookup>* lookups, const ShapeFacts* facts) {
+void MergeWidths(std::vector<ShiftedLookup>* lookups, const ShapeFacts* facts,
+                 const ModuleObjectMap& objects) {
   for (size_t i = 0; i < lookups->size(); ++i) {
     ShiftedLookup& sum = (*lookups)[i];
     auto sum_shape = TableShapeOf(sum, facts);
     if (!sum_shape || SumLookupWeighted(sum) != c10::optional<bool>(false)) continue;
+    c10::optional<int64_t> sum_rows = TableRows(sum, facts, objects);
+    if (!sum_rows) continue;
     for (size_t j = 0; j < lookups->size(); ++j) {
       ShiftedLookup& w = (*lookups)[j];
       auto w_shape = TableShapeOf(w, facts);
@@ -253,7 +274,7 @@ void MergeWidths(std::vector<ShiftedLookup>* lookups, const ShapeFacts* facts) {
       m.first_rows = sum.first_rows;
       m.indices.insert(m.indices.end(), w.indices.begin(), w.indices.end());
       m.offsets.insert(m.offsets.end(), w.offsets.begin(), w.offsets.end());
-      for (int64_t r : w.first_rows) m.first_rows.push_back(r + sum_shape->rows);
+      for (int64_t r : w.first_rows) m.first_rows.push_back(r + *sum_rows);
       m.parts = {sum, w};
       const size_t keep = std::min(i, j), drop = std::max(i, j);
       (*lookups)[keep] = std::move(m);
@@ -481,7 +502,8 @@ void Join(Graph* g, const std::vector<ShiftedLookup>& lookups) {
 }  // namespace
 
 bool JoinLookupShifts(const std::shared_ptr<Graph>& graph, const ShapeFacts* facts,
-                      int64_t* lookups) {
+                      const c10::IValue& self, int64_t* lookups) {
+  const ModuleObjectMap objects = ModuleObjects(*graph, self);
   std::map<LookupKey, std::vector<ShiftedLookup>> sets;
   for (Node* n : graph->block()->nodes()) {
     c10::optional<ShiftedLookup> l = MatchLookup(n);
@@ -492,7 +514,7 @@ bool JoinLookupShifts(const std::shared_ptr<Graph>& graph, const ShapeFacts* fac
   int64_t joined = 0;
   const bool computations = !AnyWriter(graph->block());
   for (auto& [key, found] : sets) {
-    MergeWidths(&found, facts);
+    MergeWidths(&found, facts, objects);
     if (found.size() < 2 && (found.empty() || found[0].parts.empty())) continue;
     // Graph order: found[0].bag is the first lookup.
     std::vector<ShiftedLookup> movable;

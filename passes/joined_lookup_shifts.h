@@ -33,6 +33,8 @@
 #include <cstdint>
 #include <memory>
 
+#include <ATen/core/ivalue.h>
+
 #include "passes/graph_fwd.h"
 
 namespace sentier {
@@ -41,9 +43,10 @@ class ShapeFacts;
 
 // JoinLookupShifts: returns whether the graph changed; `lookups` (optional) gets the number of
 // lookups that now share a preparation added to it. `facts` (optional) gives the index dtypes
-// and devices where the IR's types do not.
+// and devices where the IR's types do not; `self` (the module, for a method graph; else None)
+// gives the tables' row counts.
 bool JoinLookupShifts(const std::shared_ptr<torch::jit::Graph>& graph, const ShapeFacts* facts,
-                      int64_t* lookups = nullptr);
+                      const c10::IValue& self, int64_t* lookups = nullptr);
 
 }  // namespace sentier
 

@@ -67,7 +67,7 @@ class Optimizer {
     // which form them one set at a time).
     int64_t joined = 0;
     auto t = std::chrono::steady_clock::now();
-    if (JoinLookupShifts(graph_, facts_ptr_, &joined)) {
+    if (JoinLookupShifts(graph_, facts_ptr_, canon_.self, &joined)) {
       report_.canonicalize["joined_lookup_shifts.lookups"] = joined;
       RemoveDeadNodes(graph_);
     }
