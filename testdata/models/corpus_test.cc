@@ -78,8 +78,8 @@ int64_t Lookups(const torch::jit::Graph& graph) {
 
 // Models whose manifest entry has `stacked_expect_rules`, optimized with --param_layout=stacked:
 // those rules fire, something is stored stacked, the lookups left are the entry's
-// `stacked_lookups` (one per group of tables of one width and pooling), and the artifact is
-// equivalent (gradients compared through the stored layout).
+// `stacked_lookups` (one per width and pooling, a width's sum and weighted groups in one), and
+// the artifact is equivalent (gradients compared through the stored layout).
 class CorpusStackedTest : public ::testing::TestWithParam<Archive> {};
 
 TEST_P(CorpusStackedTest, StackedLayoutFiresExpectedRulesAndStaysEquivalent) {
