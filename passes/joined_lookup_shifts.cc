@@ -48,6 +48,7 @@ struct ShiftedLookup {
   // the members are theirs in that order, the second part's first rows shifted by the first
   // part's table rows.
   std::vector<ShiftedLookup> parts;
+  c10::ScalarType table_dtype = c10::ScalarType::Float;  // a merged pair's tables'
 };
 
 c10::optional<int64_t> ConstInt(Value* v) {
@@ -276,6 +277,7 @@ void MergeWidths(std::vector<ShiftedLookup>* lookups, const ShapeFacts* facts,
       m.offsets.insert(m.offsets.end(), w.offsets.begin(), w.offsets.end());
       for (int64_t r : w.first_rows) m.first_rows.push_back(r + *sum_rows);
       m.parts = {sum, w};
+      m.table_dtype = sum_shape->dtype;
       const size_t keep = std::min(i, j), drop = std::max(i, j);
       (*lookups)[keep] = std::move(m);
       lookups->erase(lookups->begin() + drop);
@@ -441,12 +443,12 @@ void MergedLookup(Graph* g, const ShiftedLookup& m, Value* idx, Value* off, Valu
   const ShiftedLookup& w = m.parts[1];
   Value* tables_list = JoinedList(g, sum.tables->input(0)->node(), w.tables->input(0)->node());
   Node* tables = CloneWith(g, sum.tables, {{sum.tables->input(0), tables_list}});
-  Value* device = g->insert(c10::prim::device, {idx});
-  Value* count = g->insertNode(g->createList(c10::IntType::get(), {sum_indices}))->output();
-  Value* table_dtype = g->insert(c10::prim::dtype, {tables->output()});
-  Value* ones = g->insert(c10::aten::ones, {count},
-                          {torch::jit::NamedValue("dtype", table_dtype),
-                           torch::jit::NamedValue("device", device)});
+  // ones_like of the sum part's indices (not ones([n])): its size and device come from a tensor,
+  // which an exported program can write (it takes no list of ints computed when it runs).
+  Value* sum_idx = g->insert(c10::aten::slice, {idx, 0, 0, sum_indices, 1});
+  Value* table_dtype = g->insertConstant(static_cast<int64_t>(m.table_dtype));
+  Value* ones = g->insert(c10::aten::ones_like, {sum_idx},
+                          {torch::jit::NamedValue("dtype", table_dtype)});
   std::vector<Value*> weight_items = {ones};
   for (Value* v : w.weights->input(0)->node()->inputs()) weight_items.push_back(v);
   Value* weight_list = g->insertNode(g->createList(c10::TensorType::get(), weight_items))->output();
