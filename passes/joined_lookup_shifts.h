@@ -22,9 +22,9 @@
 // Before joining, a width's sum-pooled lookup and its weighted one (tables of one dtype and
 // width, one sparse flag, outputs split by bag counts as the rules write them) become one
 // weighted lookup: the two sets' tables as one cat (one stored table in the stacked layout), the
-// sum set's indices weighing 1 (one `ones_like` of them), and one split whose pieces replace both sets'. A
-// weight of 1 multiplies exactly, so values and gradients are the two lookups'; it saves a
-// lookup, its backward and its pieces' gradient join (seed_scale: 12 lookups -> 8, 97 -> 89
+// sum set's indices weighing 1 (one `ones_like` of them), and one split whose pieces replace both
+// sets'. A weight of 1 multiplies exactly, so values and gradients are the two lookups'; it saves
+// a lookup, its backward and its pieces' gradient join (seed_scale: 12 lookups -> 8, 97 -> 89
 // launches per training step by the CPU count). Mean-pooled sets stay apart (as weighted sums
 // with weights 1/length they would round differently and need the bag lengths computed).
 #ifndef SENTIER_PASSES_JOINED_LOOKUP_SHIFTS_H_
