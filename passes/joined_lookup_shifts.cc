@@ -373,6 +373,21 @@ JoinedMembers CollectMembers(Graph* g, const std::vector<ShiftedLookup>& lookups
   return j;
 }
 
+// A copy of `n` (inserted at the insertion point) with the inputs in `map` replaced and its
+// constants made again there (constants are spread one per use while the graph is rewritten,
+// so `n`'s may stand after the insertion point).
+Node* CloneWith(Graph* g, Node* n, std::unordered_map<Value*, Value*> map) {
+  for (Value* in : n->inputs()) {
+    if (!map.count(in) && in->node()->kind() == c10::prim::Constant) {
+      map[in] = g->insertNode(g->createClone(in->node(), [](Value* v) { return v; }))->output();
+    }
+  }
+  return g->insertNode(g->createClone(n, [&](Value* v) {
+    auto it = map.find(v);
+    return it != map.end() ? it->second : v;
+  }));
+}
+
 // The shifted joined vector: the first lookup's preparation (hstack, tensor, to, view, the two
 // selects, repeat_interleave, add), cloned with the joined lists in place of its own.
 Value* ShiftedVector(Graph* g, const ShiftedLookup& model, const JoinedMembers& j) {
@@ -391,38 +406,19 @@ Value* ShiftedVector(Graph* g, const ShiftedLookup& model, const JoinedMembers& 
   remap[view->input(1)] =
       g->insertConstant(std::vector<int64_t>{2, static_cast<int64_t>(j.members.size())});
   remap[ri->input(3)] = g->insert(c10::aten::size, {j0->output(), 0});
-  auto map = [&](Value* v) {
-    auto it = remap.find(v);
-    return it != remap.end() ? it->second : v;
-  };
   for (Node* n : {tensor, to, view, sel_v, sel_r, ri, add}) {
     // prim::device(%J0) (the copy's target) is recomputed for the joined vector.
     for (Value* in : n->inputs()) {
       Node* def = in->node();
       if (def->kind() == c10::prim::device && def->input(0) == model.hstack->output() &&
           !remap.count(in)) {
-        remap[in] = g->insertNode(g->createClone(def, map))->output();
+        remap[in] = CloneWith(g, def, remap)->output();
       }
     }
-    Node* c = g->insertNode(g->createClone(n, map));
+    Node* c = CloneWith(g, n, remap);
     for (size_t k = 0; k < n->outputs().size(); ++k) remap[n->output(k)] = c->output(k);
   }
   return remap.at(add->output());
-}
-
-// A copy of `n` (inserted at the insertion point) with the inputs in `map` replaced and its
-// constants made again there (constants are spread one per use while the graph is rewritten,
-// so `n`'s may stand after the insertion point).
-Node* CloneWith(Graph* g, Node* n, std::unordered_map<Value*, Value*> map) {
-  for (Value* in : n->inputs()) {
-    if (!map.count(in) && in->node()->kind() == c10::prim::Constant) {
-      map[in] = g->insertNode(g->createClone(in->node(), [](Value* v) { return v; }))->output();
-    }
-  }
-  return g->insertNode(g->createClone(n, [&](Value* v) {
-    auto it = map.find(v);
-    return it != map.end() ? it->second : v;
-  }));
 }
 
 // A list of the inputs of two ListConstructs, first's then second's, of `first`'s type.
