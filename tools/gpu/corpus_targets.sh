@@ -39,7 +39,9 @@ python3 testdata/models/make_corpus.py --out "$work/inputs" --batch "$batch" --i
 for m in ${models//,/ }; do
   d="$work/export/$m"
   mkdir -p "$d"
-  cp "testdata/models/$archives/$m/scripted.pt" "$d/original.pt"
+  src="testdata/models/$archives/$m/scripted.pt"
+  [[ -f "$src" ]] || src="testdata/models/$archives/$m/traced.pt"  # a model that does not script
+  cp "$src" "$d/original.pt"
   cp "$work/inputs/$m/inputs.pt" "$d/inputs.pt"
   for layout in original stacked; do
     suffix=""; [[ $layout == stacked ]] && suffix=_stacked
