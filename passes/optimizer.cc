@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include "absl/strings/str_cat.h"
+#include "passes/batched_batch_norms.h"
 #include "passes/canonicalize/pipeline.h"
 #include "passes/joined_lookup_shifts.h"
 #include "passes/member_gradient_layout.h"
@@ -165,8 +166,15 @@ class Optimizer {
       // of a batched layer norm's affine step into the next batched linear, say) can fire now.
       if (canonicalized || outer > 0) RecordFacts();
       ro.facts = facts_ptr_;
+      // Training-mode batch norms on the pieces of a layer the last round batched become one,
+      // so this round's rules keep the chain behind them batched.
       auto t = std::chrono::steady_clock::now();
-      bool rewrote = ApplyRules(graph_, rules_, ro, &report_.stats);
+      int64_t batch_norms = 0;
+      bool rewrote = BatchTrainingBatchNorms(graph_, facts_ptr_, canon_.self, &batch_norms);
+      if (rewrote) report_.canonicalize["batched_batch_norms.members"] += batch_norms;
+      report_.stage_ms["batched_batch_norms"] += MsSince(t);
+      t = std::chrono::steady_clock::now();
+      rewrote = ApplyRules(graph_, rules_, ro, &report_.stats) || rewrote;
       report_.stage_ms["rules"] += MsSince(t);
       if (!rewrote) break;
       if (options_.after_pass) options_.after_pass("rules", *graph_);

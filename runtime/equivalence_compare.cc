@@ -1,7 +1,8 @@
 // equivalence_compare.cc — the equivalence checker's comparison: the trials (the samples, random
 // sets like them, twice the batch), each run by the reference, the reference in float64 and the
 // candidate; every output and gradient of the candidate measured against the float64 reference
-// (relative norm errors, non-finite values, shapes, missing or re-laid-out gradients); the
+// (relative norm errors, non-finite values, shapes, missing or re-laid-out gradients) and every
+// buffer the run left in the module (running statistics); the
 // tolerances (a factor of the reference's own or median error, and a floor per dtype); and the
 // verdict, the first failing finding in one sentence.
 #include <algorithm>
@@ -193,6 +194,19 @@ void CompareTensors(const NamedTensors& r, const NamedTensors& r64, const NamedT
   SetTolerances(judged, options, own_dtype, report);
 }
 
+// The reference's buffers the candidate has too. A stored layout may add buffers of its own
+// (passes/stacked_parameters.h); a buffer the candidate lacks is left to its gradients and
+// outputs, which read it.
+NamedTensors SharedState(const NamedTensors& ref, const NamedTensors& cand) {
+  std::set<std::string> names;
+  for (const auto& [name, t] : cand) names.insert(name);
+  NamedTensors shared;
+  for (const auto& entry : ref) {
+    if (names.count(entry.first)) shared.push_back(entry);
+  }
+  return shared;
+}
+
 }  // namespace
 
 absl::Status CompareOnTrials(const CheckSubject& s, CheckReport* report) {
@@ -227,6 +241,8 @@ absl::Status CompareOnTrials(const CheckSubject& s, CheckReport* report) {
       CompareTensors(ref->outputs, truth.outputs, cand->outputs, trial, kinds, s.options, own_dtype, report);
     }
     if (training) CompareTensors(ref->grads, truth.grads, cand->grads, trial, kinds, s.options, own_dtype, report);
+    CompareTensors(SharedState(ref->state, cand->state), truth.state, cand->state, trial, kinds, s.options,
+                   own_dtype, report);
   }
   return absl::OkStatus();
 }

@@ -168,6 +168,9 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
       absl::Status grads = GradientsOfProjection(m, leaves, leaf_names, seed, &result);
       if (!grads.ok()) return grads;
     }
+    for (const auto& nb : m.named_buffers()) {
+      result.state.emplace_back(absl::StrCat("buffer ", nb.name, " after the run"), nb.value.detach());
+    }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(TorchErrorMessage(e.what()));
   }

@@ -25,6 +25,9 @@ namespace equivalence_internal {
 struct RunResult {
   NamedTensors outputs;
   NamedTensors grads;
+  // The module's buffers after the run ("buffer <name> after the run"): what a training step
+  // leaves in BatchNorm's running statistics is compared too.
+  NamedTensors state;
   std::vector<bool> grad_defined;  // per grads entry: autograd produced one (else zeros stand in)
   // Gradients autograd produced as sparse tensors (`nn.EmbeddingBag(sparse=True)`): compared
   // densified; a rewrite that changes the layout changes what an optimizer such as SparseAdam
