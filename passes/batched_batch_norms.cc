@@ -28,6 +28,7 @@ struct Member {
   Node* source = nullptr;   // the split_with_sizes (dim 1, rank 2) or unbind (rank 3) of the piece
   int64_t channels = 0;     // C: the piece's features, the statistics' length
   const void* owner = nullptr;  // whose statistics: a module object, or a graph input value
+  std::vector<Value*> stats;    // every value holding them (each attribute read of them)
 };
 
 // What members must share to be one batch norm: the source, momentum, eps and cudnn flag
@@ -82,29 +83,31 @@ void CollectAttrReads(torch::jit::Block* b, const ModuleObjectMap& objects, Attr
   }
 }
 
-// The owner of a member's statistics and their length, when the statistics are the member's own:
-// both read from one module object (every read of them used only by `bn`), or both graph inputs
-// used only by `bn`.
-c10::optional<std::pair<const void*, int64_t>> OwnStatistics(Node* bn, const ModuleObjectMap& objects,
-                                                             const AttrReads& reads,
-                                                             const ShapeFacts* facts) {
+// Whose statistics the member updates, their length and every value holding them: both read
+// from one module object, or both graph inputs. Where else they are read is checked once the
+// group is known (ReadOnlyAfter).
+struct Statistics {
+  const void* owner = nullptr;
+  int64_t channels = 0;
+  std::vector<Value*> values;
+};
+
+c10::optional<Statistics> StatisticsOf(Node* bn, const ModuleObjectMap& objects, const AttrReads& reads,
+                                       const ShapeFacts* facts) {
   Value* rm = bn->input(3);
   Value* rv = bn->input(4);
   Node* rm_read = rm->node();
   Node* rv_read = rv->node();
+  Statistics stats;
   if (rm_read->kind() == c10::prim::GetAttr && rv_read->kind() == c10::prim::GetAttr) {
     auto a = objects.find(rm_read->input());
     auto b = objects.find(rv_read->input());
     if (a == objects.end() || b == objects.end() || a->second != b->second) return c10::nullopt;
-    const void* owner = a->second.get();
+    stats.owner = a->second.get();
     for (Node* read : {rm_read, rv_read}) {
-      auto all = reads.find({owner, read->s(c10::attr::name)});
+      auto all = reads.find({stats.owner, read->s(c10::attr::name)});
       if (all == reads.end()) return c10::nullopt;
-      for (Node* r : all->second) {
-        for (const torch::jit::Use& u : r->output()->uses()) {
-          if (u.user != bn) return c10::nullopt;
-        }
-      }
+      for (Node* r : all->second) stats.values.push_back(r->output());
     }
     c10::IValue mean = a->second->getAttr(rm_read->s(c10::attr::name));
     c10::IValue var = a->second->getAttr(rv_read->s(c10::attr::name));
@@ -112,10 +115,10 @@ c10::optional<std::pair<const void*, int64_t>> OwnStatistics(Node* bn, const Mod
         mean.toTensor().sizes() != var.toTensor().sizes()) {
       return c10::nullopt;
     }
-    return std::make_pair(owner, mean.toTensor().size(0));
+    stats.channels = mean.toTensor().size(0);
+    return stats;
   }
-  if (rm->node()->kind() != c10::prim::Param || rv->node()->kind() != c10::prim::Param ||
-      rm == rv || rm->uses().size() != 1 || rv->uses().size() != 1) {
+  if (rm->node()->kind() != c10::prim::Param || rv->node()->kind() != c10::prim::Param || rm == rv) {
     return c10::nullopt;
   }
   const TensorFact* f = facts != nullptr ? facts->Find(rm) : nullptr;
@@ -127,7 +130,31 @@ c10::optional<std::pair<const void*, int64_t>> OwnStatistics(Node* bn, const Mod
     if (concrete) sizes = *concrete;
   }
   if (sizes.size() != 1) return c10::nullopt;
-  return std::make_pair(static_cast<const void*>(rm), sizes[0]);
+  stats.owner = rm;
+  stats.channels = sizes[0];
+  stats.values = {rm, rv};
+  return stats;
+}
+
+// The node of `b`'s top block that is or holds `n`.
+Node* TopLevel(Node* n, torch::jit::Block* top) {
+  while (n->owningBlock() != top) n = n->owningBlock()->owningNode();
+  return n;
+}
+
+// Whether the members' statistics are read by nothing but their own batch norm before `last`:
+// the joined batch norm updates them all where the first member ran, so a read between the
+// first and the last member would see the update early.
+bool ReadOnlyAfter(const std::vector<Member>& members, Node* last) {
+  for (const Member& m : members) {
+    for (Value* v : m.stats) {
+      for (const torch::jit::Use& u : v->uses()) {
+        if (u.user == m.bn) continue;
+        if (!TopLevel(u.user, last->owningBlock())->isAfter(last)) return false;
+      }
+    }
+  }
+  return true;
 }
 
 // A member and its group key, when `bn` is one.
@@ -148,9 +175,9 @@ c10::optional<std::pair<Member, GroupKey>> MatchMember(Node* bn, const ModuleObj
   }
   Node* source = SourceOf(bn->input(0), facts);
   if (source == nullptr) return c10::nullopt;
-  auto stats = OwnStatistics(bn, objects, reads, facts);
+  auto stats = StatisticsOf(bn, objects, reads, facts);
   if (!stats) return c10::nullopt;
-  Member m{bn, source, stats->second, stats->first};
+  Member m{bn, source, stats->channels, stats->owner, std::move(stats->values)};
   return std::make_pair(m, GroupKey{source, momentum->toDouble(), eps->toDouble(), cudnn->toBool()});
 }
 
@@ -193,6 +220,7 @@ void WriteBack(Graph& g, Value* stats, const std::vector<Value*>& buffers, Value
 // at the first member.
 bool Join(Graph& g, const std::vector<Member>& members, ShapeFacts* facts) {
   Node* first = members.front().bn;
+  if (!ReadOnlyAfter(members, members.back().bn)) return false;
   Node* cursor = first->prev();
   for (const Member& m : members) {
     for (size_t k = 1; k <= 4; ++k) {

@@ -23,8 +23,8 @@
 // weights, biases and running statistics all given, and equal momentum, eps and cudnn flag, whose
 // inputs are distinct 2-D pieces of one split along dim 1 or pieces of one unbind of a 3-D tensor
 // (what the rules' batched linears produce). Each member's statistics must be its own (distinct
-// module objects, or distinct graph inputs) and read by nothing but its batch norm, since the
-// joined batch norm runs where the first member ran. Channel counts come from the module's buffers,
+// module objects, or distinct graph inputs), read by nothing else before the group's last member:
+// the joined batch norm updates them where the first member ran. Channel counts come from the module's buffers,
 // else from shape facts or complete types; without them a group is left alone. Weights and
 // statistics read from the module after the first member are moved up to it.
 #ifndef SENTIER_PASSES_BATCHED_BATCH_NORMS_H_

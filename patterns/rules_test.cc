@@ -8,7 +8,8 @@
 //                          a stored stack can hold (storable_parameters()); nothing is stored:
 //                          the stacks stay in the graph, which the numeric check runs
 //   # CHECK...: ...        FileCheck lines, run on the optimized graph
-// Inputs named %param_* are parameters passed as inputs: they do not follow the batch size.
+// Inputs named %param_* are parameters passed as inputs: they do not follow the batch size;
+// %param_buffer_* are buffers (a batch norm's running statistics): no gradient is taken of them.
 // Every file is also a numeric test: EquivalenceChecker::CheckGraphs runs the original and the
 // optimized graph on the same random inputs (and at twice the batch size, when the original
 // accepts it); outputs and gradients of every floating input must agree with the checker's
@@ -161,6 +162,7 @@ TEST_P(RuleGoldenTest, RewritesAndKeepsNumbers) {
   CheckOptions check;
   check.trials = 2;
   check.fixed_inputs = ParamInputs(*o.original);
+  check.buffer_inputs = BufferInputs(*o.original);
   auto r = EquivalenceChecker(check).CheckGraphs(o.original, o.optimized, o.inputs);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->equivalent) << r->first_failure;

@@ -64,6 +64,8 @@ struct CheckOptions {
   bool batch_x2 = true;
   std::vector<bool> fixed_inputs;   // fixed_inputs[i]: argument i does not follow the batch (a
                                     // parameter passed as an input): not doubled at batch x2
+  std::vector<bool> buffer_inputs;  // buffer_inputs[i]: argument i is a buffer passed as an input
+                                    // (a batch norm's running statistics): no gradient taken
 };
 
 // CheckFinding: one compared tensor.

@@ -215,14 +215,15 @@ absl::Status CompareOnTrials(const CheckSubject& s, CheckReport* report) {
   for (size_t t = 0; t < trials.size(); ++t) {
     const auto& [trial, inputs] = trials[t];
     uint64_t seed = s.options.seed + 17 * t;
-    auto ref = Run(s.reference, inputs, s.options.dtype, s.device, training, seed);
+    auto ref = Run(s.reference, inputs, s.options.dtype, s.device, training, seed, s.options.buffer_inputs);
     if (!ref.ok()) {
       if (t == 0) return ReferenceFailure(s.reference, inputs, s.device, ref.status());
       // E.g. a model with a fixed batch size: that trial does not apply. Said in the report.
       report->skipped_trials.push_back(absl::StrCat(trial, ": the reference does not run: ", ref.status().message()));
       continue;
     }
-    auto ref64 = Run(s.reference, inputs, c10::kDouble, c10::Device(c10::kCPU), training, seed);
+    auto ref64 = Run(s.reference, inputs, c10::kDouble, c10::Device(c10::kCPU), training, seed,
+                     s.options.buffer_inputs);
     // A model that pins its own dtype (`x.float()` meeting float64 weights) cannot run in
     // float64: it is judged in its own dtype against the reference, never blamed on the candidate.
     const bool own_dtype = !ref64.ok();
@@ -230,7 +231,7 @@ absl::Status CompareOnTrials(const CheckSubject& s, CheckReport* report) {
       report->own_dtype_judgement =
           absl::StrCat("the reference does not run in float64 (", ref64.status().message(), ")");
     }
-    auto cand = Run(s.candidate, inputs, s.options.dtype, s.device, training, seed);
+    auto cand = Run(s.candidate, inputs, s.options.dtype, s.device, training, seed, s.options.buffer_inputs);
     if (!cand.ok()) {
       report->findings.push_back(CandidateRunFailure(trial, cand.status()));
       continue;

@@ -136,7 +136,8 @@ absl::Status GradientsOfProjection(const torch::jit::Module& m, const std::vecto
 
 absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
                               const std::vector<c10::IValue>& inputs, c10::ScalarType dtype,
-                              const c10::Device& device, bool training, uint64_t seed) {
+                              const c10::Device& device, bool training, uint64_t seed,
+                              const std::vector<bool>& buffer_inputs) {
   RunResult result;
   try {
     torch::jit::Module m = ModelOnDevice(original, dtype, device, training);
@@ -152,11 +153,15 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
       leaves.push_back(nb.value);
       leaf_names.push_back(absl::StrCat("grad of buffer ", nb.name));
     }
-    std::vector<c10::IValue> in = MapTensors(inputs, [&](const at::Tensor& t) {
-      at::Tensor c = Cast(t, dtype, device);
-      if (training && c10::isFloatingType(c.scalar_type())) c.requires_grad_(true);
-      return c;
-    });
+    std::vector<c10::IValue> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const bool buffer = i < buffer_inputs.size() && buffer_inputs[i];
+      in.push_back(MapTensors(inputs[i], [&](const at::Tensor& t) {
+        at::Tensor c = Cast(t, dtype, device);
+        if (training && !buffer && c10::isFloatingType(c.scalar_type())) c.requires_grad_(true);
+        return c;
+      }));
+    }
     for (const auto& [path, t] : FlattenTensors(in, "input")) {
       if (!t.requires_grad()) continue;
       leaves.push_back(t);

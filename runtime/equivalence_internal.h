@@ -61,11 +61,13 @@ std::vector<c10::IValue> InputsOnDevice(const std::vector<c10::IValue>& inputs, 
 // One run of a private copy of `original` (ModelOnDevice) on fresh copies of `inputs`, in `dtype`
 // on `device`: its outputs, and with `training` the gradients of a fixed random projection of
 // its floating outputs (drawn from `seed`) with respect to every floating input, parameter and
-// grad-requiring buffer, stacked parameters' split back under their members' names.
+// grad-requiring buffer, stacked parameters' split back under their members' names; inputs
+// marked in `buffer_inputs` (buffers passed as inputs) take no gradient.
 // InvalidArgument with LibTorch's message when it does not run.
 absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
                               const std::vector<c10::IValue>& inputs, c10::ScalarType dtype,
-                              const c10::Device& device, bool training, uint64_t seed);
+                              const c10::Device& device, bool training, uint64_t seed,
+                              const std::vector<bool>& buffer_inputs = {});
 
 // The reference failed on the first trial: bad input, or (on CUDA) a model that only runs on the
 // CPU — it creates CPU tensors in forward, say. The two are told apart by a CPU run.

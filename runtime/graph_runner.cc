@@ -32,6 +32,14 @@ std::vector<bool> ParamInputs(const Graph& graph) {
   return out;
 }
 
+std::vector<bool> BufferInputs(const Graph& graph) {
+  std::vector<bool> out;
+  for (const torch::jit::Value* v : graph.inputs()) {
+    out.push_back(v->debugName().rfind("param_buffer_", 0) == 0);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const Graph& graph, uint64_t seed,
                                                           int64_t batch_scale) {
   // A template from the complete types — floats of mean 0 and spread 1, integers whose every

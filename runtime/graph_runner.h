@@ -25,8 +25,10 @@ namespace sentier {
 // normal floats and small non-negative ints (0..3), drawn by RandomInputsLike
 // (passes/sample_inputs.h) from a template of that type; dim 0 is multiplied by `batch_scale`,
 // except for inputs named `param_*` (parameters passed as inputs in test graphs: they have no
-// batch dim). ParamInputs tells which those are.
+// batch dim). ParamInputs tells which those are; BufferInputs which of them, named
+// `param_buffer_*`, are buffers (a batch norm's running statistics: no gradient is taken of them).
 std::vector<bool> ParamInputs(const torch::jit::Graph& graph);
+std::vector<bool> BufferInputs(const torch::jit::Graph& graph);
 absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const torch::jit::Graph& graph,
                                                           uint64_t seed, int64_t batch_scale);
 
