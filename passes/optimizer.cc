@@ -170,7 +170,8 @@ class Optimizer {
       // so this round's rules keep the chain behind them batched.
       auto t = std::chrono::steady_clock::now();
       int64_t batch_norms = 0;
-      bool rewrote = BatchTrainingBatchNorms(graph_, facts_ptr_, canon_.self, &batch_norms);
+      bool rewrote = options_.buffer_writes &&
+                     BatchTrainingBatchNorms(graph_, facts_ptr_, canon_.self, &batch_norms);
       if (rewrote) report_.canonicalize["batched_batch_norms.members"] += batch_norms;
       report_.stage_ms["batched_batch_norms"] += MsSince(t);
       t = std::chrono::steady_clock::now();

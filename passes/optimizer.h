@@ -51,6 +51,10 @@ struct OptimizeOptions {
   // parameters are its inputs (a rule's golden test) sets its own and is given no module: nothing
   // is stored then, the stacks stay in the graph.
   std::function<bool(const torch::jit::Value* v)> storable_parameter;
+  // Whether the result may write a module's buffers in place: batched_batch_norms copies the
+  // joined running statistics back into each member's. false (an exported program's writer takes
+  // no such write): training-mode batch norms stay apart.
+  bool buffer_writes = true;
 };
 
 struct OptimizeReport {

@@ -68,6 +68,10 @@ class ModelFormat {
   // StaticShapes: whether the format's programs are specialized to their sample inputs' shapes
   // (an exported program): checks then compare at those shapes only, never at twice the batch.
   virtual bool StaticShapes() const { return false; }
+  // Whether its artifacts can hold in-place writes of a module's buffers (batched_batch_norms
+  // copies joined running statistics back into each member's): a TorchScript archive can; the
+  // exported-program writer takes ATen operators on values only.
+  virtual bool WritesModuleBuffers() const { return true; }
   // Runnable: the module whose steps are compared and timed (FailedPrecondition for a model
   // without one).
   virtual absl::StatusOr<torch::jit::Module> Runnable(const Model& model) const;

@@ -212,11 +212,18 @@ GateRunOptions GateOptions(const PipelineRequest& req, const Placement& placemen
   return cost;
 }
 
+// Whether the artifact (else the model's own format) can hold in-place writes of buffers.
+bool ArtifactWritesBuffers(const LoadedModel& loaded) {
+  const ModelFormat* out = loaded.artifact_format != nullptr ? loaded.artifact_format : loaded.format;
+  return out == nullptr || out->WritesModuleBuffers();
+}
+
 absl::StatusOr<GateSelection> Gate(const PipelineRequest& req, const LoadedModel& loaded,
                                    const Placement& placement) {
   const std::vector<c10::IValue>& timed_inputs = req.timing_inputs ? *req.timing_inputs : loaded.inputs;
-  return RunGate(*loaded.format, req.model_path, timed_inputs, *req.rules,
-                                  GateOptions(req, placement));
+  GateRunOptions options = GateOptions(req, placement);
+  options.optimize.buffer_writes = ArtifactWritesBuffers(loaded);
+  return RunGate(*loaded.format, req.model_path, timed_inputs, *req.rules, options);
 }
 
 // ---- rewrite and count ----------------------------------------------------------------------
@@ -230,6 +237,7 @@ absl::StatusOr<OptimizeReport> Rewrite(const PipelineRequest& req, const RuleSet
   if (loaded->has_inputs) opts.sample_inputs = &loaded->samples;
   if (loaded->model.is_module) opts.self = loaded->model.module._ivalue();
   opts.stacked_parameters = req.options.param_layout == ParameterLayout::kStacked;
+  opts.buffer_writes = ArtifactWritesBuffers(*loaded);
   opts.after_pass = req.after_pass;
   return OptimizeGraph(loaded->model.graph, rules, opts);
 }

@@ -68,6 +68,7 @@ class ExportedProgram : public ModelFormat {
 
   absl::Status Save(const Model& model, const std::string& path) const override;
   bool StaticShapes() const override { return true; }
+  bool WritesModuleBuffers() const override { return false; }
   std::string RunAs() const override {
     return "its TorchScript translation (runtime/pt2), not ExportedProgram.module() under Python; the artifact "
            "was also loaded and run in nativert before it was written";

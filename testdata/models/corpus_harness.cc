@@ -125,6 +125,7 @@ absl::StatusOr<Optimized> LoadAndOptimize(const Archive& a, std::string* skip, b
   opts.self = o.model.module._ivalue();
   opts.sample_inputs = &samples;
   opts.stacked_parameters = stacked;
+  opts.buffer_writes = format->WritesModuleBuffers();
   auto report = OptimizeGraph(o.model.graph, without.empty() ? *rules : *rules->Without(without), opts);
   if (!report.ok()) return report.status();
   o.report = *report;
