@@ -203,17 +203,78 @@ std::vector<Value*> InputsAt(const std::vector<Member>& members, size_t k) {
   return v;
 }
 
-// `stats` (the joined statistics the joined batch norm updated) split by the members' channels
-// and copied into each member's own buffers. One copy per member: a multi-tensor copy
-// (`_foreach_copy_`) of a list literal is deleted by TorchScript's own dead-code pass when the
-// archive is loaded (its alias analysis sees only the list written).
-void WriteBack(Graph& g, Value* stats, const std::vector<Value*>& buffers, Value* channels) {
-  Value* pieces = g.insert(c10::aten::split_with_sizes, {stats, channels, 0});
+// `pieces` (a list: the joined statistics the joined batch norm updated, split by the members'
+// channels) copied into each member's own buffers, through `prim::data` (`buffer.data.copy_`):
+// like batch norm's own update of its statistics, the write is not one autograd sees, so a
+// buffer an autodiff graph of the executor saved (to size a gradient) is not taken for modified.
+// One copy per member: a multi-tensor copy (`_foreach_copy_`) of a list literal is deleted by
+// TorchScript's own dead-code pass when the archive is loaded (its alias analysis sees only the
+// list written).
+void WriteBack(Graph& g, Value* pieces, const std::vector<Value*>& buffers) {
   Node* unpack = g.insertNode(g.createListUnpack(pieces, buffers.size()));
   for (size_t k = 0; k < buffers.size(); ++k) {
     Value* untracked = g.insert(c10::Symbol::fromQualString("prim::data"), {buffers[k]});
     g.insert(c10::aten::copy_, {untracked, unpack->output(k)});
   }
+}
+
+// Whether `a` and `b` are constants of one value (tensor constants: same dtype, sizes, values).
+bool SameConstant(Value* a, Value* b) {
+  c10::optional<c10::IValue> x = Const(a);
+  c10::optional<c10::IValue> y = Const(b);
+  if (!x || !y) return false;
+  if (x->isTensor() && y->isTensor()) {
+    const at::Tensor& s = x->toTensor();
+    const at::Tensor& t = y->toTensor();
+    return s.scalar_type() == t.scalar_type() && s.sizes() == t.sizes() && s.device() == t.device() &&
+           s.equal(t);
+  }
+  return !x->isTensor() && !y->isTensor() && *x == *y;
+}
+
+// Each member's `num_batches_tracked.add_(c)` (the counter read once, for that add alone, the
+// result unused, one constant increment for all): the adds, in member order; empty when a
+// member has none such.
+std::vector<Node*> CounterAdds(const std::vector<const void*>& owners, torch::jit::Block* block,
+                               const AttrReads& reads) {
+  std::vector<Node*> adds;
+  for (const void* owner : owners) {
+    auto all = reads.find({owner, "num_batches_tracked"});
+    if (all == reads.end() || all->second.size() != 1) return {};
+    Value* counter = all->second[0]->output();
+    if (counter->uses().size() != 1) return {};
+    Node* add = counter->uses()[0].user;
+    if (add->kind() != c10::aten::add_ || add->inputs().size() != 3 || add->input(0) != counter ||
+        add->output()->hasUses() || add->owningBlock() != block) {
+      return {};
+    }
+    if (!adds.empty() && (!SameConstant(add->input(1), adds[0]->input(1)) ||
+                          !SameConstant(add->input(2), adds[0]->input(2)))) {
+      return {};
+    }
+    if (!Const(add->input(1)) || !Const(add->input(2))) return {};
+    adds.push_back(add);
+  }
+  return adds;
+}
+
+// The stacked layout: the members' counters as one [M] stack incremented by one add, written
+// back to each member's counter (which the stacked layout then stores as one buffer, so the
+// members' modules can go). Call at the joined batch norm's insertion point.
+bool JoinCounters(Graph& g, const std::vector<Node*>& adds, Node** cursor) {
+  std::vector<Value*> counters;
+  for (Node* add : adds) {
+    if (!internal::HoistAfter(add->input(0), cursor)) return false;
+    counters.push_back(add->input(0));
+  }
+  Value* joined = g.insert(c10::aten::stack, {ListOf(g, counters), 0});
+  // The members' own overload (add_.Tensor, alpha keyword-only), as a node: Graph::insert would
+  // take add_.Scalar through an implicit conversion of the tensor constant.
+  Node* add = g.insertNode(g.create(c10::aten::add_, {joined, adds[0]->input(1), adds[0]->input(2)}, 1));
+  add->output()->setType(joined->type());
+  WriteBack(g, g.insert(c10::aten::unbind, {joined, 0}), counters);
+  for (Node* add : adds) add->destroy();
+  return true;
 }
 
 // Rewrites one group (>= 2 members, graph order); false when an input cannot be made available
@@ -239,8 +300,8 @@ bool Join(Graph& g, const std::vector<Member>& members, ShapeFacts* facts) {
   Value* y = g.insert(c10::aten::batch_norm,
                       {x, joined[0], joined[1], joined[2], joined[3], first->input(5),
                        first->input(6), first->input(7), first->input(8)});
-  WriteBack(g, joined[2], InputsAt(members, 3), sizes);
-  WriteBack(g, joined[3], InputsAt(members, 4), sizes);
+  WriteBack(g, g.insert(c10::aten::split_with_sizes, {joined[2], sizes, 0}), InputsAt(members, 3));
+  WriteBack(g, g.insert(c10::aten::split_with_sizes, {joined[3], sizes, 0}), InputsAt(members, 4));
   Value* split = g.insert(c10::aten::split_with_sizes, {y, sizes, 1});
   Node* unpack = g.insertNode(g.createListUnpack(split, members.size()));
   for (size_t k = 0; k < members.size(); ++k) {
@@ -276,6 +337,46 @@ bool BatchTrainingBatchNorms(const std::shared_ptr<Graph>& graph, ShapeFacts* fa
     if (!Join(*graph, members, facts)) continue;
     changed = true;
     if (batched != nullptr) *batched += static_cast<int64_t>(members.size());
+  }
+  return changed;
+}
+
+namespace {
+
+// The owners of a joined batch norm's members: its running mean is a cat of the members'
+// running means, each read from its own module object.
+std::vector<const void*> JoinedOwners(Node* bn, const ModuleObjectMap& objects) {
+  if (bn->kind() != c10::aten::batch_norm || bn->inputs().size() != 9) return {};
+  Node* cat = bn->input(3)->node();
+  if (cat->kind() != c10::aten::cat || cat->input(0)->node()->kind() != c10::prim::ListConstruct) return {};
+  std::vector<const void*> owners;
+  for (Value* v : cat->input(0)->node()->inputs()) {
+    Node* read = v->node();
+    if (read->kind() != c10::prim::GetAttr || read->s(c10::attr::name) != "running_mean") return {};
+    auto owner = objects.find(read->input());
+    if (owner == objects.end()) return {};
+    owners.push_back(owner->second.get());
+  }
+  return owners;
+}
+
+}  // namespace
+
+bool JoinBatchNormCounters(const std::shared_ptr<Graph>& graph, const c10::IValue& self) {
+  ModuleObjectMap objects = ModuleObjects(*graph, self);
+  AttrReads reads;
+  CollectAttrReads(graph->block(), objects, &reads);
+  std::vector<Node*> joined;
+  for (Node* n : graph->nodes()) {
+    if (JoinedOwners(n, objects).size() >= 2) joined.push_back(n);
+  }
+  bool changed = false;
+  for (Node* bn : joined) {
+    std::vector<Node*> adds = CounterAdds(JoinedOwners(bn, objects), graph->block(), reads);
+    if (adds.empty()) continue;
+    Node* cursor = bn->prev();
+    torch::jit::WithInsertPoint at(bn);
+    changed |= JoinCounters(*graph, adds, &cursor);
   }
   return changed;
 }

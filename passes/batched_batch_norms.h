@@ -16,7 +16,10 @@
 // norm updates the concatenated copies, which are copied back into every member's buffers, so
 // after a step each member's buffers hold exactly what its own batch norm would have written
 // (per-feature arithmetic; the same update formula). The members' num_batches_tracked increments
-// are left as they are.
+// are left as they are; for the stacked layout, JoinBatchNormCounters (after the rules) makes
+// them one stack of the counters, one add and a copy back into each, so that every buffer of the
+// members' BatchNorm modules is in a stack or a cat, which the stacked layout stores (one buffer
+// each) in place of the modules, the copies back going with them (passes/stacked_parameters.h).
 //
 // Members: aten::batch_norm nodes of the top block with a constant `training` of true (a traced
 // model in training mode; a scripted model reads `self.training` at run time and is left alone),
@@ -48,6 +51,13 @@ class ShapeFacts;
 bool BatchTrainingBatchNorms(const std::shared_ptr<torch::jit::Graph>& graph, ShapeFacts* facts,
                              const c10::IValue& self,
                              int64_t* batched = nullptr);
+
+// JoinBatchNormCounters: for each joined batch norm (its running mean a cat of members' running
+// means read from their modules) whose members each increment their num_batches_tracked by one
+// add of one constant, nothing else reading it: one stack, one add, a copy back into each.
+// Returns whether the graph changed. Run after the rules (a stack of counters would otherwise
+// put module tensors in a list, which the rules' alias analysis takes as written).
+bool JoinBatchNormCounters(const std::shared_ptr<torch::jit::Graph>& graph, const c10::IValue& self);
 
 }  // namespace sentier
 

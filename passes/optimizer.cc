@@ -73,6 +73,9 @@ class Optimizer {
       RemoveDeadNodes(graph_);
     }
     report_.stage_ms["joined_lookup_shifts"] = MsSince(t);
+    // The stacked layout stores a joined batch norm's modules only when all their buffers are
+    // joined, the step counters too.
+    if (options_.stacked_parameters && options_.buffer_writes) JoinBatchNormCounters(graph_, canon_.self);
     PoolConstants(graph_, &report_.canonicalize);
     RemoveDeadNodes(graph_);
     absl::Status stacked = StoreStackedLayout();

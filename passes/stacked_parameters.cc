@@ -77,7 +77,33 @@ std::vector<std::string> StateNames(const Obj& obj) {
   return out;
 }
 
-// The members of `n` when it stacks (or concatenates) module parameters, each read only there.
+// Whether buffer `v` (a member of the stack or cat `n`) is read only by `n`'s list and by one
+// copy back of a piece of `n`'s result (`v.data.copy_(unbind-or-split(n)[k])`, as
+// batched_batch_norms writes it); the copy and its prim::data go to `write_backs`.
+bool CopiedBackOnly(Value* v, Node* n, std::vector<Node*>* write_backs) {
+  if (v->uses().size() != 2) return false;
+  Node* data = nullptr;
+  for (const torch::jit::Use& u : v->uses()) {
+    if (u.user->kind() == c10::Symbol::fromQualString("prim::data")) data = u.user;
+    else if (u.user != n->input(0)->node()) return false;
+  }
+  if (data == nullptr || data->output()->uses().size() != 1) return false;
+  Node* copy = data->output()->uses()[0].user;
+  if (copy->kind() != c10::aten::copy_ || copy->input(0) != data->output() || copy->output()->hasUses()) return false;
+  Node* unpack = copy->input(1)->node();
+  if (unpack->kind() != c10::prim::ListUnpack) return false;
+  Node* pieces = unpack->input()->node();
+  if ((pieces->kind() != c10::aten::unbind && pieces->kind() != c10::aten::split_with_sizes) ||
+      pieces->input(0) != n->output()) {
+    return false;
+  }
+  write_backs->push_back(copy);
+  write_backs->push_back(data);
+  return true;
+}
+
+// The members of `n` when it stacks (or concatenates) module parameters, each read only there, or
+// module buffers each read there and copied back into (CopiedBackOnly).
 bool AsCandidate(Node* n, const ModuleObjectMap& objects, Candidate* c) {
   bool stack = n->kind() == c10::aten::stack, cat = n->kind() == c10::aten::cat;
   if ((!stack && !cat) || n->inputs().size() != 2 || n->owningBlock() != n->owningGraph()->block()) {
@@ -92,14 +118,19 @@ bool AsCandidate(Node* n, const ModuleObjectMap& objects, Candidate* c) {
   c->node = n;
   c->dim = *dim;
   absl::flat_hash_set<const void*> seen;
-  for (Value* v : list->inputs()) {
+  for (size_t k = 0; k < list->inputs().size(); ++k) {
+    Value* v = list->input(k);
     Node* get = v->node();
-    if (get->kind() != c10::prim::GetAttr || v->uses().size() != 1) return false;
+    if (get->kind() != c10::prim::GetAttr) return false;
     auto it = objects.find(get->input());
     if (it == objects.end()) return false;
     const std::string& name = get->s(c10::attr::name);
     c10::optional<size_t> slot = it->second->type()->findAttributeSlot(name);
-    if (!slot || !it->second->type()->is_parameter(*slot)) return false;
+    if (!slot) return false;
+    const bool buffer = it->second->type()->is_buffer(*slot);
+    if (k == 0) c->buffers = buffer;
+    if (buffer != c->buffers || (!buffer && !it->second->type()->is_parameter(*slot))) return false;
+    if (buffer ? !CopiedBackOnly(v, n, &c->write_backs) : v->uses().size() != 1) return false;
     at::Tensor t = it->second->getSlot(*slot).toTensor();
     if (!t.defined() || !seen.insert(t.unsafeGetTensorImpl()).second) return false;
     if (!c->members.empty()) {

@@ -94,7 +94,8 @@ StackedParameter StoreParameter(const Candidate& c, const Obj* holder, const std
   at::Tensor stored = (stack ? at::stack(values, c.dim) : at::cat(values, c.dim)).contiguous();
   stored.requires_grad_(c.members[0].tensor.requires_grad());
   Obj* holder_mut = const_cast<Obj*>(holder);
-  size_t slot = holder_mut->type()->addAttribute(name, c10::TensorType::get(), /*is_parameter=*/true);
+  size_t slot = holder_mut->type()->addAttribute(name, c10::TensorType::get(), /*is_parameter=*/!c.buffers,
+                                                 /*is_buffer=*/c.buffers);
   holder_mut->setSlot(slot, stored);
   const std::string& holder_path = tree.places.at(holder).path;
   record.name = holder_path.empty() ? name : absl::StrCat(holder_path, ".", name);
@@ -160,6 +161,8 @@ absl::Status StoreCandidates(Graph& graph, const ModuleObjectMap& objects, const
       std::string name = FreshName(StoredName(c, stack, holder, tree.places), holder, &new_names[holder]);
       layout->stacked.push_back(StoreParameter(c, holder, name, tree));
       ReadStoredParameter(graph, objects, c, holder, name, tree);
+      // The stored buffer is what the step updates: the copies back into members go.
+      for (Node* w : c.write_backs) w->destroy();
       for (const Member& m : c.members) {
         if (m.module == tree.root.get()) removed_root_params->push_back(m.attr);
       }

@@ -97,6 +97,28 @@ void ByOriginalNames(const ParamLayout& layout, RunResult* result) {
   }
 }
 
+// The buffers a run left, stored joined (the stacked layout's buffers), split back under their
+// members' original names, as ByOriginalNames does for gradients.
+absl::Status StateByOriginalNames(const torch::jit::Module& m, RunResult* result) {
+  auto layout = ReadParamLayout(m);
+  if (!layout.ok()) return layout.status();
+  for (const StackedParameter& p : layout->stacked) {
+    std::string key = absl::StrCat("buffer ", p.name, " after the run");
+    auto it = std::find_if(result->state.begin(), result->state.end(), [&](const auto& b) { return b.first == key; });
+    if (it == result->state.end()) continue;
+    at::Tensor joined = it->second;
+    result->state.erase(it);
+    int64_t offset = 0;
+    for (size_t k = 0; k < p.members.size(); ++k) {
+      at::Tensor part = p.op == "stack" ? joined.select(p.dim, static_cast<int64_t>(k))
+                                        : joined.narrow(p.dim, offset, p.sizes[k]);
+      offset += p.sizes[k];
+      result->state.emplace_back(absl::StrCat("buffer ", p.members[k], " after the run"), part.contiguous());
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The gradients of `leaves` (named `leaf_names`) of a fixed random projection of the floating
 // outputs in `result`, drawn from `seed`, under their original names (ByOriginalNames). Throws
 // what LibTorch throws.
@@ -176,6 +198,8 @@ absl::StatusOr<RunResult> Run(const torch::jit::Module& original,
     for (const auto& nb : m.named_buffers()) {
       result.state.emplace_back(absl::StrCat("buffer ", nb.name, " after the run"), nb.value.detach());
     }
+    absl::Status named = StateByOriginalNames(m, &result);
+    if (!named.ok()) return named;
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(TorchErrorMessage(e.what()));
   }

@@ -55,6 +55,11 @@ struct Candidate {
   Node* node;   // aten::stack or aten::cat
   int64_t dim;
   std::vector<Member> members;
+  // Buffers (batched_batch_norms' joined running statistics and step counters) instead of
+  // parameters: the joined tensor is written in place and copied back into each member
+  // (`member.data.copy_(piece)`); those copies (and their prim::data) go when it is stored.
+  bool buffers = false;
+  std::vector<Node*> write_backs;
 };
 
 // The module hierarchy below the root, and what reads it: the graph being rewritten (the
