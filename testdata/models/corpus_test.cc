@@ -12,6 +12,7 @@
 //
 // Archives written by a newer torch than this LibTorch reads are skipped, visibly.
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,10 +77,21 @@ int64_t Lookups(const torch::jit::Graph& graph) {
   return n;
 }
 
+// The stored tensors of `layout` that are buffers of `module` (a joined batch norm's running
+// statistics and step counters).
+int64_t StoredBuffers(const torch::jit::Module& module, const ParamLayout& layout) {
+  std::set<std::string> buffers;
+  for (const auto& nb : module.named_buffers()) buffers.insert(nb.name);
+  int64_t n = 0;
+  for (const StackedParameter& p : layout.stacked) n += buffers.count(p.name);
+  return n;
+}
+
 // Models whose manifest entry has `stacked_expect_rules`, optimized with --param_layout=stacked:
 // those rules fire, something is stored stacked, the lookups left are the entry's
-// `stacked_lookups` (one per width and pooling, a width's sum and weighted groups in one), and
-// the artifact is equivalent (gradients compared through the stored layout).
+// `stacked_lookups` (one per width and pooling, a width's sum and weighted groups in one), the
+// stored buffers the entry's `stacked_buffers` (not for exported programs, whose batch norms stay
+// per member), and the artifact is equivalent (gradients compared through the stored layout).
 class CorpusStackedTest : public ::testing::TestWithParam<Archive> {};
 
 TEST_P(CorpusStackedTest, StackedLayoutFiresExpectedRulesAndStaysEquivalent) {
@@ -93,6 +105,10 @@ TEST_P(CorpusStackedTest, StackedLayoutFiresExpectedRulesAndStaysEquivalent) {
   EXPECT_FALSE(o->report.param_layout.empty());
   if (Entry(a.model)->contains("stacked_lookups")) {
     EXPECT_EQ(Lookups(*o->model.graph), (*Entry(a.model))["stacked_lookups"].get<int64_t>());
+  }
+  if (Entry(a.model)->contains("stacked_buffers") && !a.exported()) {
+    EXPECT_EQ(StoredBuffers(o->model.module, o->report.param_layout),
+              (*Entry(a.model))["stacked_buffers"].get<int64_t>());
   }
   ExpectEquivalent(a, *o, ".stacked.pt");
 }
