@@ -80,7 +80,7 @@ std::optional<StackedLayoutAdvice> AdviseStackedLayout(const PipelineRequest& re
 std::string StackedLayoutAdviceText(const StackedLayoutAdvice& a, const OpCounts& original) {
   const bool training = a.ops.launches_training_step >= 0 && original.launches_training_step >= 0;
   std::string gain = absl::StrCat(
-      "the stacked parameter layout (", a.stacked_parameters, " stacked parameters) would make ",
+      "the stacked parameter layout (", a.stacked_parameters, " stored stacks) would make ",
       training ? a.ops.launches_training_step : a.ops.launches_forward, " kernel launches per ",
       training ? "training step" : "forward", " against the original's ",
       training ? original.launches_training_step : original.launches_forward);
