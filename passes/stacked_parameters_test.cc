@@ -214,6 +214,81 @@ int64_t CountKind(const torch::jit::Module& m, const char* kind) {
   return n;
 }
 
+// Two experts' BatchNorms in training mode on the two halves of one input (a batched layer's
+// pieces): batched_batch_norms makes them one batch norm. In the original layout the joined
+// running statistics are copied back into each member's buffers (2 x 2 copies) and the step
+// counters keep their own adds; in the stacked layout the statistics and the counters are stored
+// joined (three buffers), the copies back go, and every buffer still compares equal to the
+// original's under its original name.
+torch::jit::Module TwoTrainingBatchNorms() {
+  auto norm = [](const std::string& name) {
+    torch::jit::Module m(name);
+    m.register_parameter("weight", torch::rand({3}) + 0.5, false);
+    m.register_parameter("bias", torch::randn({3}), false);
+    m.register_buffer("running_mean", torch::randn({3}));
+    m.register_buffer("running_var", torch::rand({3}) + 0.5);
+    m.register_buffer("num_batches_tracked", torch::tensor(int64_t{5}));
+    m.define(R"(
+      def forward(self, x):
+          self.num_batches_tracked.add_(1)
+          return torch.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var,
+                                  True, 0.1, 1e-5, False)
+    )");
+    return m;
+  };
+  torch::jit::Module root("Experts");
+  root.register_module("n0", norm("Norm0"));
+  root.register_module("n1", norm("Norm1"));
+  root.define(R"(
+    def forward(self, x):
+        a, b = torch.split(x, [3, 3], 1)
+        return torch.relu(torch.cat([self.n0.forward(a), self.n1.forward(b)], 1))
+  )");
+  return root;
+}
+
+TEST(BatchedBatchNormsTest, JoinedStatisticsAreCopiedBackOrStoredJoined) {
+  auto rules = LoadRules({DefaultRulesDir()});
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  torch::manual_seed(3);
+  const torch::jit::Module original = TwoTrainingBatchNorms();
+  std::vector<c10::IValue> inputs = {torch::randn({8, 6})};
+  for (bool stacked : {false, true}) {
+    SCOPED_TRACE(stacked ? "stacked" : "original");
+    const std::string source = Tmp("two_batch_norms.pt");
+    original.save(source);
+    auto model = LoadModel(source);
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::vector<c10::IValue> samples = {model->module._ivalue(), inputs[0]};
+    OptimizeOptions opts;
+    opts.self = model->module._ivalue();
+    opts.sample_inputs = &samples;
+    opts.stacked_parameters = stacked;
+    auto report = OptimizeGraph(model->graph, **rules, opts);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->canonicalize["batched_batch_norms.members"], 2);
+    const std::string path = Tmp(stacked ? "two_batch_norms.stacked.pt" : "two_batch_norms.original_layout.pt");
+    ASSERT_TRUE(SaveModel(*model, path).ok());
+    torch::jit::Module artifact = torch::jit::load(path);
+    EXPECT_EQ(CountKind(artifact, "aten::batch_norm"), 1);
+    EXPECT_EQ(CountKind(artifact, "aten::copy_"), stacked ? 0 : 4);
+    EXPECT_EQ(CountKind(artifact, "aten::add_"), stacked ? 1 : 2);
+    int64_t stored_buffers = 0;
+    for (const auto& nb : artifact.named_buffers()) {
+      for (const StackedParameter& p : report->param_layout.stacked) stored_buffers += nb.name == p.name;
+    }
+    EXPECT_EQ(stored_buffers, stacked ? 3 : 0);
+    CheckOptions check;
+    check.trials = 2;
+    auto r = EquivalenceChecker(check).Check(original, artifact, inputs);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->equivalent) << r->first_failure;
+    int64_t buffers = 0;
+    for (const CheckFinding& f : r->findings) buffers += f.trial == "samples" && f.what.rfind("buffer n", 0) == 0;
+    EXPECT_EQ(buffers, 6);  // n0 and n1's running_mean, running_var, num_batches_tracked
+  }
+}
+
 // DLRM's tables as its reference code builds them (EmbeddingBag(sparse=True)). In the original
 // layout the 8 lookups stay apart (the concatenation's backward cannot split a sparse gradient)
 // and each table keeps its sparse gradient.
