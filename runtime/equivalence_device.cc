@@ -71,6 +71,20 @@ std::vector<c10::IValue> InputsOnDevice(const std::vector<c10::IValue>& inputs, 
 
 namespace {
 
+// A stored tensor's (or its gradient's) part for each member, in member order: `select` along
+// the record's dim for a stack, `narrow` by the members' sizes for a cat; contiguous copies.
+std::vector<at::Tensor> MemberParts(const StackedParameter& p, const at::Tensor& joined) {
+  std::vector<at::Tensor> parts;
+  int64_t offset = 0;
+  for (size_t k = 0; k < p.members.size(); ++k) {
+    at::Tensor part = p.op == "stack" ? joined.select(p.dim, static_cast<int64_t>(k))
+                                      : joined.narrow(p.dim, offset, p.sizes[k]);
+    offset += p.sizes[k];
+    parts.push_back(part.contiguous());
+  }
+  return parts;
+}
+
 // A model whose parameters are stored stacked (passes/stacked_parameters.h): the gradient of each
 // stored parameter is split back into its members' gradients, under their original names, so
 // that they compare with the original model's one by one.
@@ -86,11 +100,9 @@ void ByOriginalNames(const ParamLayout& layout, RunResult* result) {
     const bool sparse = result->sparse_grads.erase(key) != 0;
     result->grads.erase(it);
     result->grad_defined.erase(result->grad_defined.begin() + at);
-    int64_t offset = 0;
+    std::vector<at::Tensor> parts = MemberParts(p, g);
     for (size_t k = 0; k < p.members.size(); ++k) {
-      at::Tensor part = p.op == "stack" ? g.select(p.dim, static_cast<int64_t>(k)) : g.narrow(p.dim, offset, p.sizes[k]);
-      offset += p.sizes[k];
-      result->grads.emplace_back(absl::StrCat("grad of param ", p.members[k]), part.contiguous());
+      result->grads.emplace_back(absl::StrCat("grad of param ", p.members[k]), parts[k]);
       result->grad_defined.push_back(defined);
       if (sparse) result->sparse_grads.insert(absl::StrCat("grad of param ", p.members[k]));
     }
@@ -108,12 +120,9 @@ absl::Status StateByOriginalNames(const torch::jit::Module& m, RunResult* result
     if (it == result->state.end()) continue;
     at::Tensor joined = it->second;
     result->state.erase(it);
-    int64_t offset = 0;
+    std::vector<at::Tensor> parts = MemberParts(p, joined);
     for (size_t k = 0; k < p.members.size(); ++k) {
-      at::Tensor part = p.op == "stack" ? joined.select(p.dim, static_cast<int64_t>(k))
-                                        : joined.narrow(p.dim, offset, p.sizes[k]);
-      offset += p.sizes[k];
-      result->state.emplace_back(absl::StrCat("buffer ", p.members[k], " after the run"), part.contiguous());
+      result->state.emplace_back(absl::StrCat("buffer ", p.members[k], " after the run"), parts[k]);
     }
   }
   return absl::OkStatus();

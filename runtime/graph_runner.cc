@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_format.h"
@@ -24,21 +25,20 @@ namespace sentier {
 
 using torch::jit::Graph;
 
-std::vector<bool> ParamInputs(const Graph& graph) {
+namespace {
+
+// Per graph input: whether its name starts with `prefix`.
+std::vector<bool> InputsNamed(const Graph& graph, absl::string_view prefix) {
   std::vector<bool> out;
-  for (const torch::jit::Value* v : graph.inputs()) {
-    out.push_back(v->debugName().rfind("param_", 0) == 0);
-  }
+  for (const torch::jit::Value* v : graph.inputs()) out.push_back(absl::StartsWith(v->debugName(), prefix));
   return out;
 }
 
-std::vector<bool> BufferInputs(const Graph& graph) {
-  std::vector<bool> out;
-  for (const torch::jit::Value* v : graph.inputs()) {
-    out.push_back(v->debugName().rfind("param_buffer_", 0) == 0);
-  }
-  return out;
-}
+}  // namespace
+
+std::vector<bool> ParamInputs(const Graph& graph) { return InputsNamed(graph, "param_"); }
+
+std::vector<bool> BufferInputs(const Graph& graph) { return InputsNamed(graph, "param_buffer_"); }
 
 absl::StatusOr<std::vector<c10::IValue>> RandomInputsFor(const Graph& graph, uint64_t seed,
                                                           int64_t batch_scale) {
