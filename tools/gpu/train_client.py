@@ -19,12 +19,17 @@ Writes a JSON file and a markdown table (one row per version: status, aten ops p
 the report, kernels, forward and training-step ms, original vs published, losses).
 
 Each version runs in its own process, under --version_timeout seconds: one model that does not
-return (torch 2.11's CUDA fuser does not finish compiling list_input's forward under no_grad,
-bench/RESULTS.md) costs its own time limit, not the rest of the run. The row names the phase it
-stopped in.
+return costs its own time limit, not the rest of the run. The row names the phase it stopped in.
+An original that stalls under the executor (torch 2.11's CUDA fuser does not finish compiling
+the forward of list_input or of the traced CTR models under no_grad, bench/RESULTS.md): when a
+phase on the original makes no progress for --stall_s seconds, the version runs again with the
+original in the TorchScript interpreter (`torch.jit.optimized_execution(False)`, what sentierd's
+gate does in that case) and the published artifact still under the executor's defaults; the row
+says so (`original_timing`), and the speed-up is then against the interpreter.
 
     python3 tools/gpu/train_client.py --registry REG --output OUT [--device cuda]
-        [--steps 20] [--optimizer sgd|adagrad|sparse_adam] [--rounds 7] [--version_timeout 240] [--json F] [--markdown F]
+        [--steps 20] [--optimizer sgd|adagrad|sparse_adam] [--rounds 7] [--version_timeout 240]
+        [--stall_s 30] [--json F] [--markdown F]
 Exit 1 when a published artifact does not load, does not train, trains to other losses, or does
 not finish in time where the original did.
 """
@@ -36,6 +41,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -184,10 +190,20 @@ def load_version(a, rel, where):
     return torch.jit.load(os.path.join(where, rel, "model.pt"), map_location=dev), args
 
 
+def in_interpreter(fn):
+    """fn run with the TorchScript executor's optimizations off (the interpreter)."""
+    def run(*args, **kwargs):
+        with torch.jit.optimized_execution(False):
+            return fn(*args, **kwargs)
+    return run
+
+
 def measure_version(a, rel, rep):
-    """Loads, trains, times one version; returns (row fields, failed)."""
+    """Loads, trains, times one version; returns (row fields, failed). With
+    --original_interpreter, every call of the original runs in the interpreter."""
     dev = a.device
     row, failed = {}, False
+    orig_mode = in_interpreter if a.original_interpreter else (lambda fn: fn)
     try:
         phase("load original")
         orig, args = load_version(a, rel, a.registry)
@@ -203,7 +219,7 @@ def measure_version(a, rel, rep):
             sp = pub.original_state_dict()
             row["same_state_dict"] = sorted(sp) == sorted(so) and all(torch.equal(so[k], sp[k]) for k in so)
         phase("train original")
-        lo = train(orig, args, a.steps, a.optimizer)
+        lo = orig_mode(train)(orig, args, a.steps, a.optimizer)
         phase("train published")
         lp = train(pub, args, a.steps, a.optimizer)
         ok = all(abs(x - y) <= 1e-4 + 2e-3 * abs(x) for x, y in zip(lo, lp))
@@ -221,7 +237,7 @@ def measure_version(a, rel, rep):
         # Fresh copies for timing (training moved the weights).
         orig, _ = load_version(a, rel, a.registry)
         pub, _ = load_version(a, rel, a.output)
-        fo, to = step_fns(orig, args)
+        fo, to = (orig_mode(f) for f in step_fns(orig, args))
         fp, tp = step_fns(pub, args)
         # Warm-up: profiling runs, then the optimized plan.
         for name, fn in (("original forward", fo), ("published forward", fp),
@@ -242,6 +258,8 @@ def measure_version(a, rel, rep):
         phase("kernel counts")
         row["kernels_forward"] = [kernels(fo, dev), kernels(fp, dev)]
         row["kernels_train"] = [kernels(to, dev), kernels(tp, dev)]
+        if a.original_interpreter:
+            row["original_timing"] = "interpreter"
     except Exception as e:  # a client that cannot use the artifact: a failure
         row["error"] = "%s: %s (in: %s)" % (type(e).__name__, str(e).strip().splitlines()[-1][:300],
                                             CURRENT_PHASE[0])
@@ -252,29 +270,71 @@ def measure_version(a, rel, rep):
     return row, failed
 
 
-def run_isolated(a, rel):
-    """Runs one version in a child process under --version_timeout. A version that does not
-    finish is a failure, unless it stopped in a phase on the original model: then the original
-    itself does not run in this torch (the row says so), which no artifact can be blamed for."""
+def run_child(a, rel, original_interpreter):
+    """One version in a child process. Returns (result or None, why it was stopped or "",
+    the last phase). The child is stopped when the whole version passes --version_timeout, or
+    when a phase on the original makes no progress for --stall_s seconds."""
     cmd = [sys.executable, os.path.abspath(__file__), "--registry", a.registry, "--output", a.output,
            "--device", a.device, "--steps", str(a.steps), "--rounds", str(a.rounds),
            "--iters", str(a.iters), "--optimizer", a.optimizer, "--single", rel]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.version_timeout)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        phases = [l[len("phase: "):] for l in err.splitlines() if l.startswith("phase: ")]
-        last = phases[-1] if phases else "start"
-        row = {"error": "did not finish in %d s (stopped in: %s)" % (a.version_timeout, last)}
+    if original_interpreter:
+        cmd.append("--original_interpreter")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = {"phase": "start", "since": time.monotonic(), "stderr": []}
+
+    def read_stderr():
+        for line in p.stderr:
+            state["stderr"].append(line)
+            if line.startswith("phase: "):
+                state["phase"], state["since"] = line[len("phase: "):].strip(), time.monotonic()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    out = []
+    out_reader = threading.Thread(target=lambda: out.extend(p.stdout), daemon=True)
+    out_reader.start()
+    start, stopped = time.monotonic(), ""
+    while p.poll() is None:
+        time.sleep(0.2)
+        now = time.monotonic()
+        if now - start > a.version_timeout:
+            stopped = "did not finish in %d s" % a.version_timeout
+        elif "original" in state["phase"] and a.stall_s and now - state["since"] > a.stall_s:
+            stopped = "no progress for %d s" % a.stall_s
+        if stopped:
+            p.kill()
+            p.wait()
+    reader.join(5)
+    out_reader.join(5)
+    if stopped:
+        return None, stopped, state["phase"]
+    for line in reversed(out):
+        if line.startswith("{"):
+            return json.loads(line), "", state["phase"]
+    tail = ("".join(state["stderr"]).strip().splitlines() or ["no output"])[-1][:300]
+    return {"row": {"error": "client process exited %d: %s" % (p.returncode, tail)},
+            "failed": True}, "", state["phase"]
+
+
+def run_isolated(a, rel):
+    """Runs one version in a child process. An original that stalls under the executor is run
+    again in the interpreter (the row's `original_timing` says why). A version that does not
+    finish is a failure, unless it stopped in a phase on the original model: then the original
+    itself does not run in this torch (the row says so), which no artifact can be blamed for."""
+    res, stopped, last = run_child(a, rel, original_interpreter=False)
+    note = ""
+    if stopped and "original" in last:
+        note = "interpreter: under the executor, %s in '%s'" % (stopped, last)
+        res, stopped, last = run_child(a, rel, original_interpreter=True)
+    if stopped:
+        row = {"error": "%s (stopped in: %s)" % (stopped, last)}
         original_hangs = "original" in last
         row["original_does_not_finish"] = original_hangs
         return row, not original_hangs
-    for line in reversed(p.stdout.splitlines()):
-        if line.startswith("{"):
-            res = json.loads(line)
-            return res["row"], res["failed"]
-    tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:300]
-    return {"error": "client process exited %d: %s" % (p.returncode, tail)}, True
+    row, failed = res["row"], res["failed"]
+    if note:
+        row["original_timing"] = note
+    return row, failed
 
 
 def main():
@@ -289,7 +349,11 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
     ap.add_argument("--version_timeout", type=int, default=240,
                     help="seconds per version, each in its own process (0: all in this process)")
+    ap.add_argument("--stall_s", type=int, default=30,
+                    help="seconds a phase on the original may go without progress before the "
+                         "version runs again with the original in the interpreter (0: never)")
     ap.add_argument("--single", default="", help=argparse.SUPPRESS)  # child: one version, JSON out
+    ap.add_argument("--original_interpreter", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     a = ap.parse_args()
@@ -338,6 +402,8 @@ def main():
             sp = "-"
             if r.get("train_ms"):
                 sp = "%.2fx" % (r["train_ms"][0] / r["train_ms"][1])
+                if r.get("original_timing"):
+                    sp += " (original in the interpreter: its executor stalls)"
             losses = r.get("losses", {})
             lm = ("match (%.4g -> %.4g)" % tuple(losses["published"])) if losses.get("match") else (
                 "DIFFER" if losses else r.get("error", "-"))
