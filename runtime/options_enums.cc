@@ -52,7 +52,8 @@ const Table<ValidationMode> kModes = {{ValidationMode::kInference, "inference"},
                                       {ValidationMode::kTraining, "training"},
                                       {ValidationMode::kBoth, "both"}};
 const Table<ParameterLayout> kLayouts = {{ParameterLayout::kOriginal, "original"},
-                                     {ParameterLayout::kStacked, "stacked"}};
+                                     {ParameterLayout::kStacked, "stacked"},
+                                     {ParameterLayout::kAuto, "auto"}};
 const Table<Gate> kGates = {
     {Gate::kAuto, "auto"}, {Gate::kOn, "on"}, {Gate::kOff, "off"}};
 const Table<StepTiming> kTimings = {{StepTiming::kInterpreter, "interpreter"},

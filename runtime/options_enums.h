@@ -34,8 +34,10 @@ absl::StatusOr<ValidationMode> ParseValidationMode(absl::string_view text);
 absl::string_view ValidationModeName(ValidationMode mode);
 
 // ParameterLayout: how an artifact stores the parameters the batching rules stack
-// (passes/stacked_parameters.h): as the model has them, or stacked.
-enum class ParameterLayout { kOriginal, kStacked };
+// (passes/stacked_parameters.h): as the model has them, or stacked; auto: whichever of the two
+// the decision finds clearly better for the model (runtime/pipeline/advise.cc), for owners
+// who accept renamed parameters. A pipeline outcome's layout is always original or stacked.
+enum class ParameterLayout { kOriginal, kStacked, kAuto };
 absl::StatusOr<ParameterLayout> ParseParameterLayout(absl::string_view text);
 absl::string_view ParameterLayoutName(ParameterLayout layout);
 

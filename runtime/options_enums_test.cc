@@ -55,7 +55,7 @@ TEST(OptionsEnumsTest, BadValuesNameTheValueAndTheAllowedOnes) {
   ExpectInvalid(ParseValidationMode("bogus").status(),
                 "invalid validation mode 'bogus': expected inference, training or both");
   ExpectInvalid(ParseParameterLayout("Stacked").status(),
-                "invalid parameter layout 'Stacked': expected original or stacked");
+                "invalid parameter layout 'Stacked': expected original, stacked or auto");
   ExpectInvalid(ParseGate("maybe").status(),
                 "invalid rule selection 'maybe': expected auto, on or off");
   ExpectInvalid(ParseStepTiming("fuser").status(),

@@ -19,10 +19,12 @@ DEFINE_string(gate, "",
 DEFINE_string(select_rules, "", "old name of --gate (sentierd)");
 DEFINE_string(cost, "", "old name of --gate (sentier_opt): measure is --gate=on, none is --gate=off");
 DEFINE_string(param_layout, "original",
-              "original|stacked: how artifacts store the parameters the batching rules stack: as "
-              "the model has them (a drop-in by name), or stacked (faster training steps; "
+              "original|stacked|auto: how artifacts store the parameters the batching rules stack: "
+              "as the model has them (a drop-in by name), or stacked (faster training steps; "
               "original_state_dict()/load_original_state_dict() and sentier_state keep "
-              "checkpoints interchangeable); REG/<model>/sentier.json overrides it");
+              "checkpoints interchangeable); auto: stacked where the decision finds it clearly "
+              "better for the model (report.json layout_choice says why), else original; "
+              "REG/<model>/sentier.json overrides it");
 DEFINE_string(device, "auto", "where the gate and the validation run: auto (cuda when available), cpu or cuda");
 DEFINE_string(memory_margin, "auto",
               "the memory policy: auto (a step's time x peak memory may not grow, and its peak "
@@ -97,7 +99,7 @@ absl::Status WordFlags(Tool tool, bool cuda_available, FlagOptions* f) {
   if (!gate.ok()) return gate.status();
   o.gate = *gate;
   auto layout = ParseParameterLayout(FLAGS_param_layout);
-  if (!layout.ok()) return BadFlag("param_layout", "original or stacked", FLAGS_param_layout);
+  if (!layout.ok()) return BadFlag("param_layout", "original, stacked or auto", FLAGS_param_layout);
   o.param_layout = *layout;
   auto request = ParseDeviceRequest(FLAGS_device);
   if (!request.ok()) return BadFlag("device", "auto, cpu or cuda", FLAGS_device);

@@ -287,6 +287,7 @@ int Run() {
     std::cout << "sentier_opt: note: " << sentier::StackedLayoutAdviceText(*out.stacked_layout, out.loaded->ops)
               << "; here: --param_layout=stacked\n";
   }
+  if (out.layout_choice) std::cout << "sentier_opt: param_layout auto: " << out.layout_choice->why << "\n";
   if (FLAGS_report.empty()) return kOk;
   nlohmann::json j = sentier::BuildReport(*req, out, "sentier_opt");
   j["artifact"] = FLAGS_output;

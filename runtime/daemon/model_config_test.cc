@@ -59,7 +59,7 @@ void ExpectRejected(const char* text, const std::string& fragment) {
 }
 
 TEST(ModelConfigTest, BadFilesAreRejectedWithTheReason) {
-  ExpectRejected(R"({"param_layout": "flat"})", "param_layout must be \"original\" or \"stacked\", not \"flat\"");
+  ExpectRejected(R"({"param_layout": "flat"})", "param_layout must be \"original\", \"stacked\" or \"auto\", not \"flat\"");
   ExpectRejected(R"({"param_layout": 1})", "not 1");
   ExpectRejected(R"({"param_layout": "stacked", "memory_margin": "lots"})", "memory_margin must be a number");
   ExpectRejected(R"({"memory_margin": null})", "not null");

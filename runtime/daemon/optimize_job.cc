@@ -118,6 +118,7 @@ int RunOptimizeJob(const JobSpec& spec) {
   }
   if (!out.placement.device_note.empty()) LOG(WARNING) << Tag(spec) << out.placement.device_note;
   if (out.stacked_layout) LOG(INFO) << Tag(spec) << StackedLayoutAdviceText(*out.stacked_layout, out.loaded->ops);
+  if (out.layout_choice) LOG(INFO) << Tag(spec) << "param_layout auto: " << out.layout_choice->why;
   return WriteJobReport(spec, BuildReport(req, out, "sentierd"));
 }
 

@@ -46,6 +46,11 @@ std::optional<StackedLayoutAdvice> AdviseStackedLayout(const PipelineRequest& re
                                                        const std::shared_ptr<const RuleSet>& rules,
                                                        const Placement& placement);
 
+// param_layout auto (advise.cc): the version decided in the original layout and, where the
+// advice says the stacked layout would give at least kAutoLayoutMinGain times its gain, in the
+// stacked layout too; the better published, Outcome::layout_choice saying why.
+Outcome OptimizeInAutoLayout(const PipelineRequest& req);
+
 }  // namespace sentier
 
 #endif  // SENTIER_RUNTIME_PIPELINE_INTERNAL_H_

@@ -110,7 +110,7 @@ const std::vector<OptionRow>& OptionRows() {
       Word("mode", true, &PipelineOptions::mode, ParseValidationMode, ValidationModeName,
            "\"inference\", \"training\" or \"both\""),
       Word("param_layout", true, &PipelineOptions::param_layout, ParseParameterLayout, ParameterLayoutName,
-           "\"original\" or \"stacked\""),
+           "\"original\", \"stacked\" or \"auto\""),
       Word("device", false, &PipelineOptions::device, ParseDevice, DeviceName, "\"cpu\" or \"cuda\""),
       Word("gate", false, &PipelineOptions::gate, ParseGate, GateName, "\"auto\", \"on\" or \"off\""),
       MemoryMarginRow(),

@@ -410,6 +410,7 @@ std::string ArchitectureFingerprint(const torch::jit::Graph& graph) {
 }
 
 Outcome OptimizeModel(const PipelineRequest& req) {
+  if (req.options.param_layout == ParameterLayout::kAuto) return OptimizeInAutoLayout(req);
   Outcome out;
   try {
     std::optional<StageError> failed = RunStages(req, &out);

@@ -84,7 +84,8 @@ void AddSource(const PipelineRequest& req, const Outcome& out, nlohmann::json* j
     (*j)["rules_loaded"] = req.rules->size();
   }
   (*j)["mode"] = std::string(ValidationModeName(req.options.mode));
-  (*j)["param_layout"] = std::string(ParameterLayoutName(req.options.param_layout));
+  (*j)["param_layout"] = std::string(ParameterLayoutName(
+      out.layout_choice ? out.layout_choice->chosen : req.options.param_layout));
   (*j)["device"] = std::string(DeviceName(out.placement.device));
   if (!out.placement.device_note.empty()) (*j)["device_note"] = out.placement.device_note;
   if (!out.loaded) return;
@@ -215,6 +216,22 @@ void AddStackedLayoutAdvice(const Outcome& out, nlohmann::json* j) {
   (*j)["stacked_layout_advice"] = advice;
 }
 
+// AddLayoutChoice: with param_layout auto, the layout chosen, why, and what each layout gave.
+void AddLayoutChoice(const Outcome& out, nlohmann::json* j) {
+  if (!out.layout_choice) return;
+  const LayoutChoice& c = *out.layout_choice;
+  nlohmann::json choice = {{"requested", "auto"},
+                           {"chosen", std::string(ParameterLayoutName(c.chosen))},
+                           {"why", c.why}};
+  for (const auto& [name, side] : {std::pair<const char*, const LayoutChoice::Side&>{"original", c.original},
+                                   {"stacked", c.stacked}}) {
+    if (!side.decided) continue;
+    choice[name] = {{"status", side.status}, {"measure", side.measure}};
+    if (side.gain > 0) choice[name]["gain"] = side.gain;
+  }
+  (*j)["layout_choice"] = choice;
+}
+
 }  // namespace
 
 // MemoryPolicyKey: the memory policy and its figures, as a reused decision is compared.
@@ -244,6 +261,7 @@ nlohmann::json BuildReport(const PipelineRequest& req, const Outcome& out, absl:
   AddOpCounts(out, &j);
   AddValidation(req, out, &j);
   AddStackedLayoutAdvice(out, &j);
+  AddLayoutChoice(out, &j);
   j["status"] = std::string(ReportStatusName(out.status));
   j["reason"] = out.reason;
   j["decision"] = std::string(DecisionClauseName(out.clause));

@@ -201,6 +201,25 @@ struct StackedLayoutAdvice {
 // original's counts, and the setting that publishes it.
 std::string StackedLayoutAdviceText(const StackedLayoutAdvice& advice, const OpCounts& original);
 
+// param_layout auto publishes the stacked layout where its gain over the model is at least this
+// many times the original layout's (advise.cc): renamed parameters for a few percent are not
+// worth it.
+inline constexpr double kAutoLayoutMinGain = 1.1;
+
+// LayoutChoice (param_layout auto, advise.cc): the layout chosen and why, with what each layout
+// decided in the job gave.
+struct LayoutChoice {
+  struct Side {
+    bool decided = false;     // this layout was decided in this job
+    std::string status;       // its outcome's status (optimized, unchanged, rejected)
+    double gain = -1.0;       // over the original model (-1: none: rejected)
+    std::string measure;      // what the gain measures (timed judged step, or kernel launches)
+  };
+  ParameterLayout chosen = ParameterLayout::kOriginal;
+  std::string why;
+  Side original, stacked;
+};
+
 // Decision (decide stage): the status, the clause that decided and the reason.
 struct Decision {
   ReportStatus status = ReportStatus::kRejected;
@@ -245,6 +264,9 @@ struct Outcome {
   int64_t untimed_dropped_launches = -1;
   std::optional<Validation> validation;
   std::optional<StackedLayoutAdvice> stacked_layout;  // the advise stage's, where it applied
+  // Asked for param_layout auto (advise.cc): the layout this outcome's artifact has and why
+  // (report.json layout_choice); unset where a layout was asked for.
+  std::optional<LayoutChoice> layout_choice;
   int64_t rewrites = 0;
   std::string artifact_sha256;
   std::map<std::string, double> timings_ms;  // load, select (the gate), optimize, save, validate
