@@ -215,7 +215,7 @@ check state_strict 2 "unexpected key l1.stacked_weight|missing key" -- "$STATE" 
   --from_original --in="$T/sd_stacked.pt" --out="$T/sd_bad.pt"
 [[ ! -e "$T/sd_bad.pt" ]] || { echo "FAIL sentier_state wrote a bad checkpoint"; fails=$((fails + 1)); }
 check state_not_stacked 2 "stores no stacked parameters" -- "$STATE" --artifact="$TW/scripted.pt" --export --out="$T/x.pt"
-check bad_layout 2 "--param_layout must be original or stacked" -- "$OPT" --input="$TW/scripted.pt" --output="$T/x.pt" --param_layout=flat
+check bad_layout 2 "--param_layout must be original, stacked or auto" -- "$OPT" --input="$TW/scripted.pt" --output="$T/x.pt" --param_layout=flat
 check check_bad_inputs 2 "random\.pt.*not a well-formed archive" -- \
   "$CHECK" --reference="$T/model.pt" --candidate="$T/opt.pt" --inputs="$T/random.pt" --device=cpu
 check check_missing_candidate 2 "nope\.pt" -- \
