@@ -6,7 +6,8 @@
 # device's memory); every report states the policy and
 # the clause that decided. Then weekly versions: a retrained version (same architecture, other
 # weights) reuses the earlier decision (no gate; the report says from which version and why),
-# and a version of another architecture gets the full search.
+# and a version of another architecture gets the full search. A model whose sentier.json asks for
+# param_layout auto is published in the layout chosen, and keeps it from version to version.
 set -u
 RUN="${TEST_SRCDIR:-$PWD/bazel-bin/tools/sentierd_defaults_test.runfiles}/sentier"
 source "$RUN/tools/sentierd_test_lib.sh"
@@ -93,6 +94,38 @@ grep -q '"reused": false' "$rep" && grep -q 'the architecture changed' "$rep" &&
 for rep in "$T"/out2/*/2/report.json; do
   "$RUN/tools/check_report" --schema="$SCHEMA" "$rep" >/dev/null || fail "schema: $rep"
 done
+# 4. An owner who accepts renamed parameters asks for {"param_layout": "auto"}: towers (clearly
+# fewer launches stacked) is published stacked, the report and the log say why, and nothing but
+# the artifact and its report is published; version 2 (the same archive) keeps the layout by
+# reusing the decision.
+mkdir -p "$T/reg4/towers/tmp-1"
+cp "$RUN/testdata/models/torch1.13/towers/scripted.pt" "$T/reg4/towers/tmp-1/model.pt"
+cp "$RUN/testdata/models/torch1.13/towers/inputs.pt" "$T/reg4/towers/tmp-1/inputs.pt"
+mv "$T/reg4/towers/tmp-1" "$T/reg4/towers/1"
+printf '{"param_layout": "auto"}\n' >"$T/reg4/towers/sentier.json"
+"$D" --once --registry="$T/reg4" --output="$T/out4" --poll_interval_ms=50 >"$T/log4" 2>&1 \
+  || { fail "auto: exit $?"; tail -20 "$T/log4"; }
+rep="$T/out4/towers/1/report.json"
+if [[ "$(status_of "$rep")" == optimized ]] && grep -q '"param_layout": "stacked"' "$rep" &&
+   grep -q '"param_layout": "auto"' "$rep" && grep -q '"chosen": "stacked"' "$rep" &&
+   grep -q '\[towers/1\] job: param_layout auto: stacked: ' "$T/log4"; then
+  ok "auto: towers published stacked ($(grep -o '"why": "[^"]*' "$rep" | cut -c11-))"
+else
+  fail "auto: $(cat "$rep")"
+fi
+"$RUN/tools/check_report" --schema="$SCHEMA" "$rep" >/dev/null || fail "auto: report schema"
+left=$(ls -A "$T/out4/towers/1" | grep -v -x -e model.pt -e report.json)
+[[ -z "$left" ]] && ok "auto: only model.pt and report.json published" || fail "auto: also published: $left"
+mkdir -p "$T/reg4/towers/tmp-2"
+cp "$T/reg4/towers/1/model.pt" "$T/reg4/towers/1/inputs.pt" "$T/reg4/towers/tmp-2/"
+mv "$T/reg4/towers/tmp-2" "$T/reg4/towers/2"
+"$D" --once --registry="$T/reg4" --output="$T/out4" --poll_interval_ms=50 >"$T/log5" 2>&1 \
+  || { fail "auto v2: exit $?"; tail -20 "$T/log5"; }
+rep="$T/out4/towers/2/report.json"
+grep -q '"from_version": 1' "$rep" && grep -q '"param_layout": "stacked"' "$rep" &&
+  grep -q '"why": "stacked: the layout of version 1' "$rep" && ! grep -q '"original": {' "$rep" \
+  && ok "auto: towers/2 reused version 1's decision and layout" || fail "auto v2: $(cat "$rep")"
+
 # The memory policy's flags: a bad word is bad flags (exit 2), naming the flag; nothing written.
 "$D" --once --registry="$T/reg1" --output="$T/out_bad" --memory_margin=lots >"$T/bad.log" 2>&1
 rc=$?
