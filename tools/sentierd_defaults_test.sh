@@ -109,7 +109,7 @@ rep="$T/out4/towers/1/report.json"
 if [[ "$(status_of "$rep")" == optimized ]] && grep -q '"param_layout": "stacked"' "$rep" &&
    grep -q '"param_layout": "auto"' "$rep" && grep -q '"chosen": "stacked"' "$rep" &&
    grep -q '\[towers/1\] job: param_layout auto: stacked: ' "$T/log4"; then
-  ok "auto: towers published stacked ($(grep -o '"why": "[^"]*' "$rep" | cut -c11-))"
+  ok "auto: towers published stacked ($(grep -o '"why": "[^"]*' "$rep" | cut -c9-))"
 else
   fail "auto: $(cat "$rep")"
 fi
