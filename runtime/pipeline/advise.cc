@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <initializer_list>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -140,13 +141,21 @@ double LaunchGain(const Outcome& out, bool training) {
 constexpr char kTimed[] = "timed judged step (the validation's speed-up)";
 constexpr char kLaunches[] = "kernel launches per judged step, original over artifact";
 
-// Sides: both layouts' gains in one measure: timed where both were timed, else launches.
+// ByTime: whether the gains compare timed: every decided outcome published optimized was timed
+// (an unchanged one gains 1 in either measure); else they compare by kernel launches.
+bool ByTime(std::initializer_list<const Decided*> decided, bool training) {
+  bool timed = false;
+  for (const Decided* d : decided) {
+    if (d == nullptr || d->out.status != ReportStatus::kOptimized) continue;
+    if (TimedGain(d->out, training) <= 0) return false;
+    timed = true;
+  }
+  return timed;
+}
+
+// Sides: both layouts' gains, in one measure.
 std::pair<Side, Side> Sides(const Decided* original, const Decided* stacked, bool training) {
-  auto timed = [&](const Decided* d) { return d != nullptr ? TimedGain(d->out, training) : -1.0; };
-  const bool by_time = (original == nullptr || original->out.status == ReportStatus::kRejected ||
-                        timed(original) > 0) &&
-                       (stacked == nullptr || stacked->out.status == ReportStatus::kRejected || timed(stacked) > 0) &&
-                       (timed(original) > 0 || timed(stacked) > 0);
+  const bool by_time = ByTime({original, stacked}, training);
   auto side = [&](const Decided* d) {
     Side s;
     if (d == nullptr) return s;
