@@ -29,7 +29,7 @@ says so (`original_timing`), and the speed-up is then against the interpreter.
 
     python3 tools/gpu/train_client.py --registry REG --output OUT [--device cuda]
         [--steps 20] [--optimizer sgd|adagrad|sparse_adam] [--rounds 7] [--version_timeout 240]
-        [--stall_s 30] [--json F] [--markdown F]
+        [--stall_s 20] [--json F] [--markdown F]
 Exit 1 when a published artifact does not load, does not train, trains to other losses, or does
 not finish in time where the original did.
 """
@@ -349,7 +349,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
     ap.add_argument("--version_timeout", type=int, default=240,
                     help="seconds per version, each in its own process (0: all in this process)")
-    ap.add_argument("--stall_s", type=int, default=30,
+    ap.add_argument("--stall_s", type=int, default=20,
                     help="seconds a phase on the original may go without progress before the "
                          "version runs again with the original in the interpreter (0: never)")
     ap.add_argument("--single", default="", help=argparse.SUPPRESS)  # child: one version, JSON out
