@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/pipeline/decision.h"
 #include "runtime/pipeline/pipeline.h"
 
 namespace sentier {
@@ -52,11 +53,12 @@ absl::Status TimeStacked(const PipelineRequest& req, const LoadedModel& original
   check.executor_stall_s = req.options.executor_stall_s;
   auto timed = EquivalenceChecker(check).Check(*reference_module, stacked, original.inputs);
   if (!timed.ok()) return timed.status();
-  const bool training = check.training;
-  advice->original_step_ms = training ? timed->reference_train_ms : timed->reference_ms;
-  advice->step_ms = training ? timed->candidate_train_ms : timed->candidate_ms;
-  advice->original_peak_bytes = training ? timed->reference_train_peak_bytes : timed->reference_peak_bytes;
-  advice->peak_bytes = training ? timed->candidate_train_peak_bytes : timed->candidate_peak_bytes;
+  const StepFigures original_step = JudgedStep(req.options.mode, *timed, /*original=*/true);
+  const StepFigures stacked_step = JudgedStep(req.options.mode, *timed, /*original=*/false);
+  advice->original_step_ms = original_step.ms;
+  advice->step_ms = stacked_step.ms;
+  advice->original_peak_bytes = original_step.peak_bytes;
+  advice->peak_bytes = stacked_step.peak_bytes;
   advice->timing = timed->timing;
   return absl::OkStatus();
 }
@@ -116,26 +118,21 @@ Decided DecideIn(const PipelineRequest& req, ParameterLayout layout, const std::
   return d;
 }
 
-// Launches of the judged step (training step, or forward in inference mode).
-int64_t JudgedLaunches(const OpCounts& ops, bool training) {
-  return training ? ops.launches_training_step : ops.launches_forward;
-}
-
 double Ratio(double before, double after) { return before > 0 && after > 0 ? before / after : -1.0; }
 
 // TimedGain / LaunchGain: an outcome's artifact over the original model (1 where unchanged).
-double TimedGain(const Outcome& out, bool training) {
+double TimedGain(const Outcome& out, ValidationMode mode) {
   if (out.status == ReportStatus::kUnchanged) return 1.0;
   if (out.status != ReportStatus::kOptimized || !out.validation) return -1.0;
   const CheckReport& c = out.validation->check;
-  return training ? Ratio(c.reference_train_ms, c.candidate_train_ms) : Ratio(c.reference_ms, c.candidate_ms);
+  return Ratio(JudgedStep(mode, c, /*original=*/true).ms, JudgedStep(mode, c, /*original=*/false).ms);
 }
 
-double LaunchGain(const Outcome& out, bool training) {
+// LaunchGain: by the launch count the untimed decision reads (verdict.h UntimedLaunches).
+double LaunchGain(const Outcome& out) {
   if (out.status == ReportStatus::kUnchanged) return 1.0;
   if (out.status != ReportStatus::kOptimized || !out.loaded) return -1.0;
-  return Ratio(static_cast<double>(JudgedLaunches(out.loaded->ops, training)),
-               static_cast<double>(JudgedLaunches(out.ops_after, training)));
+  return Ratio(static_cast<double>(UntimedLaunches(out.loaded->ops)), static_cast<double>(UntimedLaunches(out.ops_after)));
 }
 
 constexpr char kTimed[] = "timed judged step (the validation's speed-up)";
@@ -143,25 +140,25 @@ constexpr char kLaunches[] = "kernel launches per judged step, original over art
 
 // ByTime: whether the gains compare timed: every decided outcome published optimized was timed
 // (an unchanged one gains 1 in either measure); else they compare by kernel launches.
-bool ByTime(std::initializer_list<const Decided*> decided, bool training) {
+bool ByTime(std::initializer_list<const Decided*> decided, ValidationMode mode) {
   bool timed = false;
   for (const Decided* d : decided) {
     if (d == nullptr || d->out.status != ReportStatus::kOptimized) continue;
-    if (TimedGain(d->out, training) <= 0) return false;
+    if (TimedGain(d->out, mode) <= 0) return false;
     timed = true;
   }
   return timed;
 }
 
 // Sides: both layouts' gains, in one measure.
-std::pair<Side, Side> Sides(const Decided* original, const Decided* stacked, bool training) {
-  const bool by_time = ByTime({original, stacked}, training);
+std::pair<Side, Side> Sides(const Decided* original, const Decided* stacked, ValidationMode mode) {
+  const bool by_time = ByTime({original, stacked}, mode);
   auto side = [&](const Decided* d) {
     Side s;
     if (d == nullptr) return s;
     s.decided = true;
     s.status = std::string(ReportStatusName(d->out.status));
-    s.gain = by_time ? TimedGain(d->out, training) : LaunchGain(d->out, training);
+    s.gain = by_time ? TimedGain(d->out, mode) : LaunchGain(d->out);
     s.measure = by_time ? kTimed : kLaunches;
     return s;
   };
@@ -169,10 +166,9 @@ std::pair<Side, Side> Sides(const Decided* original, const Decided* stacked, boo
 }
 
 // AdvisedGain: what the advice says the stacked layout would give over the original model.
-double AdvisedGain(const StackedLayoutAdvice& a, const LoadedModel& original, bool training) {
+double AdvisedGain(const StackedLayoutAdvice& a, const LoadedModel& original) {
   if (a.step_ms > 0 && a.original_step_ms > 0) return a.original_step_ms / a.step_ms;
-  return Ratio(static_cast<double>(JudgedLaunches(original.ops, training)),
-               static_cast<double>(JudgedLaunches(a.ops, training)));
+  return Ratio(static_cast<double>(UntimedLaunches(original.ops)), static_cast<double>(UntimedLaunches(a.ops)));
 }
 
 // Chosen: `winner` as the job's outcome, its artifact at the requested path, the other's gone.
@@ -196,8 +192,8 @@ Outcome Chosen(const PipelineRequest& req, Decided winner, const Decided* loser,
 
 // Pick: the stacked layout where it was published optimized with kAutoLayoutMinGain times the
 // original layout's gain (or where the original layout's artifact was rejected), else original.
-Outcome Pick(const PipelineRequest& req, Decided original, Decided stacked, bool training) {
-  auto [o, s] = Sides(&original, &stacked, training);
+Outcome Pick(const PipelineRequest& req, Decided original, Decided stacked) {
+  auto [o, s] = Sides(&original, &stacked, req.options.mode);
   LayoutChoice choice{ParameterLayout::kOriginal, "", o, s};
   const bool stacked_ok = stacked.out.status == ReportStatus::kOptimized && s.gain > 0;
   if (stacked_ok && (original.out.status == ReportStatus::kRejected || s.gain >= kAutoLayoutMinGain * o.gain)) {
@@ -230,7 +226,6 @@ std::string Beside(const std::string& path, const char* prefix) {
 }  // namespace
 
 Outcome OptimizeInAutoLayout(const PipelineRequest& req) {
-  const bool training = IsTrainingStep(req.options.mode);
   const std::string other_path = Beside(req.artifact_path, ".auto-layout-");
   // An earlier version published stacked whose decision holds: the same layout, reused.
   std::optional<Decided> stacked;
@@ -244,7 +239,7 @@ Outcome OptimizeInAutoLayout(const PipelineRequest& req) {
     }
     if (stacked->out.output_failed) return std::move(stacked->out);
     Decided original = DecideIn(req, ParameterLayout::kOriginal, other_path, /*advise=*/false);
-    return Pick(req, std::move(original), *std::move(stacked), training);
+    return Pick(req, std::move(original), *std::move(stacked));
   }
   Decided original = DecideIn(req, ParameterLayout::kOriginal, req.artifact_path, /*advise=*/true);
   const Outcome& o = original.out;
@@ -254,14 +249,14 @@ Outcome OptimizeInAutoLayout(const PipelineRequest& req) {
     return Chosen(req, std::move(original), nullptr, std::move(choice));
   }
   if (o.output_failed) return std::move(original.out);
-  choice.original = Sides(&original, nullptr, training).first;
+  choice.original = Sides(&original, nullptr, req.options.mode).first;
   if (!o.stacked_layout || !o.loaded) {
     choice.why = o.status == ReportStatus::kRejected
                      ? "original: rejected in the original layout, where the stacked layout is not advised"
                      : "original: the batching rules store nothing stacked in this model";
     return Chosen(req, std::move(original), nullptr, std::move(choice));
   }
-  const double advised = AdvisedGain(*o.stacked_layout, *o.loaded, training);
+  const double advised = AdvisedGain(*o.stacked_layout, *o.loaded);
   const double own = o.status == ReportStatus::kRejected ? -1.0 : std::max(choice.original.gain, 1.0);
   if (own > 0 && advised < kAutoLayoutMinGain * own) {
     choice.why = absl::StrFormat("original: the stacked layout would give %.2fx over the model (advice), not %.1fx "
@@ -270,7 +265,7 @@ Outcome OptimizeInAutoLayout(const PipelineRequest& req) {
     return Chosen(req, std::move(original), nullptr, std::move(choice));
   }
   Decided as_stacked = DecideIn(req, ParameterLayout::kStacked, other_path, /*advise=*/false);
-  return Pick(req, std::move(original), std::move(as_stacked), training);
+  return Pick(req, std::move(original), std::move(as_stacked));
 }
 
 std::string StackedLayoutAdviceText(const StackedLayoutAdvice& a, const OpCounts& original) {
