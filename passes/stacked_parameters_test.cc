@@ -44,6 +44,19 @@ std::string Tmp(const std::string& name) {
   return absl::StrCat(t ? t : "/tmp", "/", name);
 }
 
+// OptionsWithSamples: optimizer options whose shape facts come from running `self` on `inputs`;
+// `samples` (self, then the inputs) must outlive the options.
+OptimizeOptions OptionsWithSamples(const c10::IValue& self, const std::vector<c10::IValue>& inputs, bool stacked,
+                                   std::vector<c10::IValue>* samples) {
+  *samples = {self};
+  samples->insert(samples->end(), inputs.begin(), inputs.end());
+  OptimizeOptions opts;
+  opts.self = self;
+  opts.sample_inputs = samples;
+  opts.stacked_parameters = stacked;
+  return opts;
+}
+
 struct Stacked {
   std::string path;
   ParamLayout layout;
@@ -62,12 +75,8 @@ Stacked MakeStacked(const std::string& kind, bool stacked = true, const std::str
   s.inputs = *inputs;
   auto rules = LoadRules({DefaultRulesDir()});
   EXPECT_TRUE(rules.ok()) << rules.status();
-  std::vector<c10::IValue> samples = {model->module._ivalue()};
-  samples.insert(samples.end(), s.inputs.begin(), s.inputs.end());
-  OptimizeOptions opts;
-  opts.self = model->module._ivalue();
-  opts.sample_inputs = &samples;
-  opts.stacked_parameters = stacked;
+  std::vector<c10::IValue> samples;
+  OptimizeOptions opts = OptionsWithSamples(model->module._ivalue(), s.inputs, stacked, &samples);
   auto report = OptimizeGraph(model->graph, **rules, opts);
   EXPECT_TRUE(report.ok()) << report.status();
   if (!report.ok()) return s;
@@ -259,11 +268,8 @@ TEST(BatchedBatchNormsTest, JoinedStatisticsAreCopiedBackOrStoredJoined) {
     original.save(source);
     auto model = LoadModel(source);
     ASSERT_TRUE(model.ok()) << model.status();
-    std::vector<c10::IValue> samples = {model->module._ivalue(), inputs[0]};
-    OptimizeOptions opts;
-    opts.self = model->module._ivalue();
-    opts.sample_inputs = &samples;
-    opts.stacked_parameters = stacked;
+    std::vector<c10::IValue> samples;
+    OptimizeOptions opts = OptionsWithSamples(model->module._ivalue(), inputs, stacked, &samples);
     auto report = OptimizeGraph(model->graph, **rules, opts);
     ASSERT_TRUE(report.ok()) << report.status();
     EXPECT_EQ(report->canonicalize["batched_batch_norms.members"], 2);
@@ -407,12 +413,8 @@ TEST(SparseTablesTest, ASparseTableThatCannotBeStoredStaysApart) {
     SCOPED_TRACE(forced ? "every table called storable" : "default");
     torch::jit::Module root = make();
     std::shared_ptr<torch::jit::Graph> graph = root.get_method("forward").graph()->copy();
-    std::vector<c10::IValue> samples = {root._ivalue()};
-    samples.insert(samples.end(), inputs.begin(), inputs.end());
-    OptimizeOptions opts;
-    opts.self = root._ivalue();
-    opts.sample_inputs = &samples;
-    opts.stacked_parameters = true;
+    std::vector<c10::IValue> samples;
+    OptimizeOptions opts = OptionsWithSamples(root._ivalue(), inputs, /*stacked=*/true, &samples);
     if (forced) opts.storable_parameter = [](const torch::jit::Value*) { return true; };
     auto report = OptimizeGraph(graph, **rules, opts);
     if (!forced) {
